@@ -1,0 +1,211 @@
+# Copyright 2026 The hf_es Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+"""Majority voting over sampled final answers with math-verify equivalence (no dependency on `evaluate`).
+
+This file lives next to `maj_at_k.py` so that the metric folder is self-contained: `evaluate` copies both files into
+its module cache (relative import), and the folder can be pushed as-is to a Hub Space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from math_verify import parse, verify
+
+__all__ = [
+    "AnswerClusters",
+    "cluster_answers",
+    "estimate_maj_at_k",
+    "majority_vote",
+    "parse_answer",
+]
+
+
+def parse_answer(answer: str | None) -> list[Any] | None:
+    """
+    Parse one final answer (or a whole completion: the last boxed / final expression is extracted) with math-verify.
+
+    Args:
+        answer (`str` or `None`): the sampled answer.
+
+    Returns:
+        `list` or `None`: math-verify's parse (non-empty list) when it finds a mathematical answer, `None` for an
+        empty answer (an abstention). An answer math-verify cannot parse is returned as `[stripped_text]`, so it
+        only matches the identical text.
+    """
+    if answer is None:
+        return None
+    text = str(answer).strip()
+    if not text:
+        return None
+    parsed = parse(text)
+    if parsed:
+        return parsed
+    return [text]
+
+
+def _equivalent(a: list[Any], b: list[Any]) -> bool:
+    # Cheap exact checks first: identical canonical strings (math-verify's second element) are the same answer.
+    if a[-1] == b[-1] and isinstance(a[-1], str):
+        return True
+    return bool(verify(a, b)) or bool(verify(b, a))
+
+
+def _matches_gold(gold: list[Any], answer: list[Any]) -> bool:
+    # Same direction as math-verify based accuracy rewards: verify(gold, prediction).
+    if gold[-1] == answer[-1] and isinstance(gold[-1], str):
+        return True
+    return bool(verify(gold, answer))
+
+
+def _canonical(parsed: list[Any]) -> str:
+    return parsed[-1] if isinstance(parsed[-1], str) else str(parsed[0])
+
+
+@dataclass
+class AnswerClusters:
+    """
+    Samples grouped into equivalence classes of their final answers.
+
+    Attributes:
+        cluster_ids (`list[int | None]`): for every sample, the index of its class (classes are numbered by first
+            occurrence), or `None` for a sample without an answer (it does not vote).
+        representatives (`list[int]`): for every class, the index of its first sample.
+        parsed (`list`): the parsed answer of every sample (`None` for abstentions).
+    """
+
+    cluster_ids: list[int | None]
+    representatives: list[int]
+    parsed: list[Any] = field(repr=False)
+
+
+def cluster_answers(answers: Sequence[str | None]) -> AnswerClusters:
+    """
+    Group sampled answers that math-verify considers equivalent (`0.5`, `1/2` and `\\frac{1}{2}` form one class).
+
+    Each answer joins the earliest existing class whose representative (its first member) it is equivalent to,
+    otherwise it opens a new class. Classes are therefore numbered by first occurrence, which the tie-break uses.
+
+    Args:
+        answers (`Sequence[str | None]`): the sampled final answers (or completions) of one problem, in sampling order.
+
+    Returns:
+        [`AnswerClusters`].
+    """
+    parsed = [parse_answer(answer) for answer in answers]
+    cluster_ids: list[int | None] = []
+    representatives: list[int] = []
+    for index, current in enumerate(parsed):
+        if current is None:
+            cluster_ids.append(None)
+            continue
+        for cluster, rep in enumerate(representatives):
+            if _equivalent(parsed[rep], current):
+                cluster_ids.append(cluster)
+                break
+        else:
+            cluster_ids.append(len(representatives))
+            representatives.append(index)
+    return AnswerClusters(cluster_ids=cluster_ids, representatives=representatives, parsed=parsed)
+
+
+def majority_vote(cluster_ids: Sequence[int | None], k: int) -> int | None:
+    """
+    Winning class among the first `k` samples.
+
+    Ties go to the class whose first occurrence is earliest (classes are numbered by first occurrence, so this is the
+    smallest class id). Abstentions (`None`) do not vote.
+
+    Args:
+        cluster_ids (`Sequence[int | None]`): class of every sample (see [`cluster_answers`]).
+        k (`int`): number of leading samples that vote.
+
+    Returns:
+        `int` or `None`: the winning class, or `None` when none of the first `k` samples has an answer.
+    """
+    counts: dict[int, int] = {}
+    for cluster in cluster_ids[:k]:
+        if cluster is not None:
+            counts[cluster] = counts.get(cluster, 0) + 1
+    if not counts:
+        return None
+    # Classes are numbered by first occurrence, so the smallest id among the most voted is the earliest one.
+    best = max(counts.values())
+    return min(cluster for cluster, count in counts.items() if count == best)
+
+
+def _problem_name(index: int, problem_ids: Sequence[Hashable] | None) -> str:
+    if problem_ids is None:
+        return f"problem {index}"
+    return f"problem {problem_ids[index]!r} (index {index})"
+
+
+def estimate_maj_at_k(
+    predictions: Sequence[Sequence[str | None]],
+    references: Sequence[str],
+    k: int | Iterable[int],
+    problem_ids: Sequence[Hashable] | None = None,
+) -> dict[int, dict[str, list]]:
+    """
+    Maj@K of every problem: majority vote over the first K sampled answers, winner scored against the gold answer.
+
+    Answers are compared with math-verify (so `0.5`, `1/2` and `\\frac{1}{2}` vote together); ties go to the answer
+    that appeared first; empty answers abstain. A problem whose first K samples all abstain scores 0.
+
+    Args:
+        predictions (`Sequence[Sequence[str | None]]`): per problem, the sampled final answers (or completions) in
+            sampling order.
+        references (`Sequence[str]`): per problem, the gold answer.
+        k (`int` or iterable of `int`): the K values; every problem needs at least `max(k)` samples.
+        problem_ids (`Sequence`, *optional*): problem names for error messages.
+
+    Returns:
+        `dict[int, dict[str, list]]`: for every K, `{"correct": [0/1 per problem], "answer": [winning answer (math-verify's
+        canonical string) or None per problem]}`.
+
+    Raises:
+        `ValueError`: if some problem has fewer than `max(k)` samples (the message names it).
+    """
+    ks = [k] if isinstance(k, int) else sorted(set(k))
+    if not ks or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in ks):
+        raise ValueError(f"k must be a positive integer or a non-empty list of positive integers, got {k!r}.")
+    if len(predictions) != len(references):
+        raise ValueError(f"Got {len(predictions)} problems in predictions but {len(references)} references.")
+    if problem_ids is not None and len(problem_ids) != len(predictions):
+        raise ValueError(f"problem_ids has {len(problem_ids)} entries for {len(predictions)} problems.")
+    if len(predictions) == 0:
+        raise ValueError("Maj@K needs at least one problem, got none.")
+    for index, samples in enumerate(predictions):
+        if isinstance(samples, (str, bytes)):
+            raise ValueError(f"predictions[{index}] must be a list of sampled answers, got a single string.")
+        if len(samples) < ks[-1]:
+            raise ValueError(
+                f"k={ks[-1]} is larger than the number of samples n={len(samples)} for "
+                f"{_problem_name(index, problem_ids)}: Maj@{ks[-1]} needs at least {ks[-1]} sampled answers."
+            )
+
+    results = {kk: {"correct": [], "answer": []} for kk in ks}
+    for samples, gold in zip(predictions, references):
+        samples = list(samples)[: ks[-1]]
+        clusters = cluster_answers(samples)
+        gold_parsed = parse_answer(gold)
+        graded: dict[int, bool] = {}
+        for kk in ks:
+            winner = majority_vote(clusters.cluster_ids, kk)
+            if winner is None:
+                results[kk]["correct"].append(0)
+                results[kk]["answer"].append(None)
+                continue
+            if winner not in graded:
+                winner_parsed = clusters.parsed[clusters.representatives[winner]]
+                graded[winner] = gold_parsed is not None and _matches_gold(gold_parsed, winner_parsed)
+            results[kk]["correct"].append(int(graded[winner]))
+            results[kk]["answer"].append(_canonical(clusters.parsed[clusters.representatives[winner]]))
+    return results
