@@ -32,7 +32,9 @@ def _check_one(num_samples: int, num_correct: int, k: int, problem: str = "") ->
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"num_samples must be a positive integer{where}, got {num_samples!r}.")
     if isinstance(num_correct, bool) or not isinstance(num_correct, int) or not 0 <= num_correct <= num_samples:
-        raise ValueError(f"num_correct must be an integer in [0, num_samples={num_samples}]{where}, got {num_correct!r}.")
+        raise ValueError(
+            f"num_correct must be an integer in [0, num_samples={num_samples}]{where}, got {num_correct!r}."
+        )
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}.")
     if k > num_samples:
@@ -183,9 +185,7 @@ def estimate_pass_at_k_per_problem(
         `ValueError`: if some problem has fewer than `max(k)` samples (the message names it), or counts are invalid.
     """
     ks = validate_counts(num_samples, num_correct, k, problem_ids)
-    return {
-        kk: [estimate_pass_at_k(int(n), int(c), kk) for n, c in zip(num_samples, num_correct)] for kk in ks
-    }
+    return {kk: [estimate_pass_at_k(int(n), int(c), kk) for n, c in zip(num_samples, num_correct)] for kk in ks}
 
 
 def counts_from_correctness(

@@ -1,0 +1,134 @@
+"""The ES centre: live model weights plus an fp32 master copy, perturbed, restored and updated in place."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+from .noise import NoiseSource
+
+__all__ = ["ESCentre"]
+
+
+class ESCentre:
+    """Holds the centre theta of the search distribution and moves the live weights around it.
+
+    The master copy (float32) is the truth: members are written as `master + scale * eps` straight into the live
+    tensors (whatever their dtype), and restoring copies the master back, so any number of perturb/restore cycles
+    leaves the centre bit-identical, in bf16 or fp16 as in fp32. Updates accumulate in the master, where steps far
+    below bf16 resolution (alpha/N ~ 1e-5) are not lost.
+
+    Args:
+        parameters: Live tensors to evolve, keyed by stable name (Hugging Face parameter names). Each must be
+            contiguous; tied weights must appear once.
+        noise: Where directions come from.
+        master_device: Device of the master copy (defaults to each tensor's device; `"cpu"` saves accelerator
+            memory at the cost of a host-to-device copy per perturbation).
+    """
+
+    def __init__(
+        self,
+        parameters: Mapping[str, torch.Tensor],
+        noise: NoiseSource,
+        master_device: torch.device | str | None = None,
+    ):
+        self.parameters = dict(parameters)
+        self.noise = noise
+        for name, tensor in self.parameters.items():
+            if not tensor.is_contiguous():
+                raise ValueError(f"Parameter {name} is not contiguous; ES perturbs flat views in place.")
+            if not tensor.is_floating_point():
+                raise ValueError(f"Parameter {name} has dtype {tensor.dtype}; only floating-point tensors evolve.")
+        with torch.no_grad():
+            self.master = {
+                name: tensor.detach().to(device=master_device or tensor.device, dtype=torch.float32, copy=True)
+                for name, tensor in self.parameters.items()
+            }
+        self._restored = True
+
+    @property
+    def num_parameters(self) -> int:
+        """Number of evolved scalars."""
+        return sum(t.numel() for t in self.master.values())
+
+    @torch.no_grad()
+    def perturb_(self, seed: int, scale: float) -> None:
+        """Writes `master + scale * eps(seed)` into the live weights (no need to restore in between members).
+
+        Args:
+            seed: Seed of the direction.
+            scale: `sign * sigma`.
+        """
+        for name, live in self.parameters.items():
+            flat_live, flat_master = live.view(-1), self.master[name].view(-1)
+            same_device = flat_master.device == flat_live.device
+            for start, end, eps in self.noise.chunks(seed, name, flat_live.numel(), flat_master.device):
+                if same_device:
+                    torch.add(flat_master[start:end], eps, alpha=scale, out=flat_live[start:end])
+                else:
+                    flat_live[start:end].copy_(torch.add(flat_master[start:end], eps, alpha=scale))
+        self._restored = False
+
+    @torch.no_grad()
+    def restore_(self) -> None:
+        """Copies the exact centre back into the live weights."""
+        for name, live in self.parameters.items():
+            live.copy_(self.master[name])
+        self._restored = True
+
+    @torch.no_grad()
+    def update_(self, seeds: list[int], coefficients: list[float], learning_rate: float) -> float:
+        """Moves the centre: `theta += learning_rate * sum_j coefficients[j] * eps(seeds[j])`, then restores.
+
+        Args:
+            seeds: Seeds of the directions.
+            coefficients: Weight of each direction (from [`estimate_update`]).
+            learning_rate: alpha.
+
+        Returns:
+            The L2 norm of the applied update (computed in float64 over all evolved scalars).
+        """
+        if len(seeds) != len(coefficients):
+            raise ValueError(f"Got {len(seeds)} seeds but {len(coefficients)} coefficients.")
+        squared_norm = 0.0
+        if seeds and learning_rate != 0.0:
+            buffer = None
+            for name, master in self.master.items():
+                flat_master = master.view(-1)
+                if buffer is None or buffer.device != flat_master.device:
+                    buffer = torch.empty(self.noise.chunk_size, dtype=torch.float32, device=flat_master.device)
+                streams = [self.noise.chunks(seed, name, flat_master.numel(), flat_master.device) for seed in seeds]
+                for chunk in zip(*streams):
+                    start, end = chunk[0][0], chunk[0][1]
+                    delta = buffer[: end - start]
+                    torch.mul(chunk[0][2], learning_rate * coefficients[0], out=delta)
+                    for (_, _, eps), coefficient in zip(chunk[1:], coefficients[1:]):
+                        delta.add_(eps, alpha=learning_rate * coefficient)
+                    flat_master[start:end] += delta
+                    squared_norm += float(torch.linalg.vector_norm(delta)) ** 2
+        self.restore_()
+        return math.sqrt(squared_norm)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The float32 master weights, for checkpoints."""
+        return self.master
+
+    @torch.no_grad()
+    def load_state_dict(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Loads master weights (e.g. from a checkpoint) and writes them into the live weights.
+
+        Args:
+            state_dict: Float32 tensors keyed by the same names as `parameters`.
+        """
+        missing = set(self.master) - set(state_dict)
+        unexpected = set(state_dict) - set(self.master)
+        if missing or unexpected:
+            raise ValueError(
+                f"ES master weights do not match the model: missing {sorted(missing)[:5]}, "
+                f"unexpected {sorted(unexpected)[:5]}."
+            )
+        for name, master in self.master.items():
+            master.copy_(state_dict[name])
+        self.restore_()

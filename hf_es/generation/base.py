@@ -1,0 +1,135 @@
+"""The generation interface every engine adapter implements.
+
+A backend owns the weights it generates with. The trainer only asks it to move those weights (perturb to a member,
+restore the centre, apply an update) and to generate; how the weights are reached (an HF module, a vLLM engine's fused
+tensors, a remote worker) is the backend's business. The default weight operations run the pure ES math of
+[`hf_es.es.ESCentre`] over the tensors returned by [`GenerationBackend.live_weights`].
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..es import ESCentre, NoiseSource
+
+__all__ = ["GenerationBackend", "GenerationResult", "SamplingConfig"]
+
+
+@dataclass
+class SamplingConfig:
+    """How to sample completions (the generation fields of `ESConfig`).
+
+    Attributes:
+        max_completion_length: Maximum number of new tokens.
+        temperature: 0 means greedy decoding.
+        top_p: Nucleus mass.
+        top_k: 0 disables top-k.
+        min_p: Minimum probability relative to the most likely token.
+        repetition_penalty: 1.0 disables it.
+        num_generations: Completions per prompt.
+        extra: Backend-specific keyword arguments (`generation_kwargs`).
+    """
+
+    max_completion_length: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
+    num_generations: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @classmethod
+    def from_args(cls, args: Any) -> SamplingConfig:
+        """Reads the generation fields of an `ESConfig` (or any object with the same attributes)."""
+        return cls(
+            max_completion_length=args.max_completion_length,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            min_p=args.min_p,
+            repetition_penalty=args.repetition_penalty,
+            num_generations=args.num_generations,
+            extra=dict(args.generation_kwargs or {}),
+        )
+
+
+@dataclass
+class GenerationResult:
+    """Completions for a list of prompts, `num_generations` consecutive entries per prompt.
+
+    Attributes:
+        completion_ids: Generated token ids, without padding and without the final EOS token.
+        completions: Decoded completions (special tokens removed).
+        truncated: Whether each completion stopped at `max_completion_length` instead of at EOS.
+    """
+
+    completion_ids: list[list[int]]
+    completions: list[str]
+    truncated: list[bool]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(ids) for ids in self.completion_ids)
+
+
+class GenerationBackend(ABC):
+    """Generates completions with weights that ES can move in place.
+
+    Subclasses implement [`generate`] and [`live_weights`]; engines that cannot expose their weights as tensors in
+    this process (e.g. a vLLM engine in a worker process) override the weight operations instead.
+    """
+
+    centre: ESCentre | None = None
+
+    @abstractmethod
+    def generate(self, prompts: list[str], sampling: SamplingConfig, seed: int | None = None) -> GenerationResult:
+        """Generates `sampling.num_generations` completions for each prompt with the current weights.
+
+        Args:
+            prompts: Prompt texts, chat template already applied.
+            sampling: How to sample.
+            seed: Seed of the sampler (ignored by greedy decoding), so that results do not depend on which
+                process evaluates a member.
+
+        Returns:
+            The [`GenerationResult`], prompt-major.
+        """
+
+    @abstractmethod
+    def live_weights(self) -> dict[str, torch.Tensor]:
+        """The tensors generation reads, keyed by Hugging Face parameter name, tied weights once."""
+
+    def max_context_length(self) -> int | None:
+        """Longest prompt + completion the engine accepts, if known."""
+        return None
+
+    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> ESCentre:
+        """Snapshots the current weights as the ES centre (fp32 master copy)."""
+        self.centre = ESCentre(self.live_weights(), noise, master_device=master_device)
+        return self.centre
+
+    def _require_centre(self) -> ESCentre:
+        if self.centre is None:
+            raise RuntimeError("Call init_centre() before moving the weights.")
+        return self.centre
+
+    def perturb(self, seed: int, scale: float) -> None:
+        """Sets the weights to `centre + scale * eps(seed)`."""
+        self._require_centre().perturb_(seed, scale)
+
+    def restore(self) -> None:
+        """Sets the weights back to the exact centre."""
+        self._require_centre().restore_()
+
+    def apply_update(self, seeds: list[int], coefficients: list[float], learning_rate: float) -> float:
+        """Moves the centre by `learning_rate * sum_j coefficients[j] * eps(seeds[j])`; returns the update norm."""
+        return self._require_centre().update_(seeds, coefficients, learning_rate)

@@ -1,0 +1,316 @@
+"""Configuration of [`ESTrainer`]: TRL's GRPOConfig field names wherever the meaning carries over, plus ES fields."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainingArguments
+
+__all__ = ["GRPO_ONLY_FIELDS", "ESConfig", "check_no_grpo_only_fields"]
+
+# GRPOConfig fields with no meaning in ES, and what to do instead. Passing one to ESConfig is an error, so that a
+# recipe written for GRPO never silently trains with a setting that is ignored.
+GRPO_ONLY_FIELDS: dict[str, str] = {
+    "beta": "ES has no KL penalty to a reference model; remove it",
+    "epsilon": "ES has no policy-ratio clipping; remove it",
+    "epsilon_high": "ES has no policy-ratio clipping; remove it",
+    "delta": "ES has no policy-ratio clipping; remove it",
+    "loss_type": "ES has no loss; choose the update with `estimator` and `fitness_shaping`",
+    "scale_rewards": "use `fitness_shaping` ('zscore', 'centered_rank' or 'none')",
+    "num_iterations": "each ES step evaluates fresh members; remove it",
+    "importance_sampling_level": "ES does not use importance sampling; remove it",
+    "mask_truncated_completions": "truncated completions are scored as they are; remove it",
+    "sync_ref_model": "ES has no reference model; remove it",
+    "ref_model_mixup_alpha": "ES has no reference model; remove it",
+    "ref_model_sync_steps": "ES has no reference model; remove it",
+    "top_entropy_quantile": "ES has no token-level loss; remove it",
+    "entropy_coef": "ES has no token-level loss; remove it",
+    "steps_per_generation": "every ES step generates with its own population; remove it",
+    "generation_batch_size": "an ES step generates per_device_train_batch_size x num_generations per member",
+    "vllm_importance_sampling_correction": "ES does not use importance sampling; remove it",
+}
+
+
+def check_no_grpo_only_fields(names: Iterable[str]) -> None:
+    """Raises a `ValueError` naming every GRPO-only field among `names`, with what to do instead.
+
+    Args:
+        names: Field names given by the user (keyword arguments, YAML keys or CLI flags).
+    """
+    rejected = [name for name in names if name in GRPO_ONLY_FIELDS]
+    if rejected:
+        details = "; ".join(f"`{name}`: {GRPO_ONLY_FIELDS[name]}" for name in rejected)
+        raise ValueError(
+            f"ESConfig got GRPO-only field(s) {rejected} that have no meaning in Evolution Strategies. {details}. "
+            "To convert a whole GRPOConfig, use `ESConfig.from_grpo_config(grpo_config)`."
+        )
+
+
+@dataclass
+class ESConfig(TrainingArguments):
+    r"""
+    Configuration class for [`ESTrainer`]: Evolution Strategies post-training of a causal LM with verifiable rewards.
+
+    Fields shared with TRL's `GRPOConfig` keep their names and meaning, so a GRPO recipe ports by swapping the class
+    (GRPO-only fields such as `beta` raise an error naming the field; see [`ESConfig.from_grpo_config`]).
+    One ES step draws `population_size` perturbations `theta + sigma * eps_i` of the weights; every member answers the
+    same `per_device_train_batch_size` prompts (`num_generations` completions each); the members' mean rewards are
+    shaped and combine the directions into the update `theta += learning_rate * (1/N) * sum_i z_i * eps_i`.
+
+    Parameters:
+        > ES parameters
+
+        population_size (`int`, *optional*, defaults to `32`):
+            N, the number of perturbed members per step. Members are split across processes.
+        sigma (`float`, *optional*, defaults to `1.5e-3`):
+            Standard deviation of the weight perturbation.
+        learning_rate (`float`, *optional*, defaults to `2.5e-4`):
+            alpha, the ES step size (it absorbs the 1/sigma of the gradient estimate). Follows `lr_scheduler_type`.
+        fitness_shaping (`str`, *optional*, defaults to `"zscore"`):
+            How rewards become update weights: `"zscore"`, `"centered_rank"` or `"none"` (raw rewards).
+        estimator (`str`, *optional*, defaults to `"one_point"`):
+            `"one_point"` (N independent directions) or `"antithetic"` (N/2 directions at +/- sigma, common sampling
+            seeds within a pair).
+        noise_seed (`int`, *optional*, defaults to `0`):
+            Seed of all noise directions; with the step and member index it regenerates every perturbation.
+        noise_type (`str`, *optional*, defaults to `"table"`):
+            `"table"`: slices of a shared table of Gaussian values (Salimans et al. 2017), fast on any device.
+            `"gaussian"`: exact i.i.d. `torch.randn` per chunk, fast on CUDA, slow on CPU.
+        noise_table_size (`int`, *optional*, defaults to `2**25`):
+            Number of float32 values in the noise table (128 MiB per device at the default).
+        reward_failure (`str`, *optional*, defaults to `"error"`):
+            What to do when a reward function raises, returns the wrong length, or a non-finite value:
+            `"error"` stops with the function and sample named; `"skip_member"` leaves that member out of the update
+            (logged as `population/skipped_members`); `"zero"` scores the failing sample 0.
+
+        > Generation parameters (as in GRPOConfig)
+
+        num_generations (`int`, *optional*, defaults to `1`):
+            Completions per prompt per member (GRPO's default is 8 completions per prompt in total).
+        max_completion_length (`int`, *optional*, defaults to `512`):
+            Maximum number of generated tokens.
+        temperature (`float`, *optional*, defaults to `0.0`):
+            Sampling temperature; `0.0` is greedy decoding (the paper's easy setting; GRPO's default is 1.0).
+        top_p (`float`, *optional*, defaults to `1.0`), top_k (`int`, *optional*, defaults to `0`),
+        min_p (`float`, *optional*), repetition_penalty (`float`, *optional*, defaults to `1.0`):
+            Sampling filters, as in GRPOConfig (`top_k=0` disables top-k).
+        generation_kwargs (`dict`, *optional*):
+            Extra keyword arguments for the generation backend (`GenerationConfig` or vLLM `SamplingParams`).
+        chat_template_kwargs (`dict`, *optional*):
+            Extra keyword arguments for `apply_chat_template` on conversational prompts.
+
+        > vLLM parameters (as in GRPOConfig; ES supports only the colocated mode)
+
+        use_vllm (`bool`, *optional*, defaults to `False`), vllm_mode (`str`, *optional*, defaults to `"colocate"`),
+        vllm_gpu_memory_utilization (`float`, *optional*, defaults to `0.3`),
+        vllm_tensor_parallel_size (`int`, *optional*, defaults to `1`), vllm_max_model_length (`int`, *optional*),
+        vllm_enable_sleep_mode (`bool`, *optional*, defaults to `False`).
+
+        > Rewards, logging and model
+
+        reward_weights (`list[float]`, *optional*):
+            Weight of each reward function (all 1.0 by default).
+        log_completions (`bool`, *optional*, defaults to `False`):
+            Print a sample of the centre's completions at each logging step (rich table if installed).
+        num_completions_to_print (`int`, *optional*):
+            How many completions to print (all when `None`).
+        model_init_kwargs (`dict`, *optional*):
+            Keyword arguments for `AutoModelForCausalLM.from_pretrained` when `model` is a string
+            (e.g. `{"dtype": "bfloat16"}`).
+        trust_remote_code (`bool`, *optional*, defaults to `False`):
+            Allow custom model code from the Hub.
+
+    > [!NOTE]
+    > Defaults that differ from `TrainingArguments`: `learning_rate=2.5e-4`, `lr_scheduler_type="constant"`,
+    > `logging_steps=1`, `per_device_train_batch_size=64` (prompts per step, the same on every process: members
+    > are split across processes, prompts are not), `max_grad_norm=0` (no gradients), `remove_unused_columns=False`
+    > (reward functions read the dataset's other columns), `save_only_model=True` (there is no optimizer state).
+    """
+
+    _VALID_DICT_FIELDS = TrainingArguments._VALID_DICT_FIELDS + [
+        "model_init_kwargs",
+        "generation_kwargs",
+        "chat_template_kwargs",
+    ]
+
+    # ES
+    population_size: int = field(default=32, metadata={"help": "N, perturbed members per step."})
+    sigma: float = field(default=1.5e-3, metadata={"help": "Standard deviation of the weight perturbation."})
+    learning_rate: float = field(default=2.5e-4, metadata={"help": "alpha, the ES step size."})
+    fitness_shaping: str = field(
+        default="zscore", metadata={"help": "Fitness shaping: 'zscore', 'centered_rank' or 'none'."}
+    )
+    estimator: str = field(default="one_point", metadata={"help": "'one_point' or 'antithetic'."})
+    noise_seed: int = field(default=0, metadata={"help": "Seed of the noise directions."})
+    noise_type: str = field(default="table", metadata={"help": "'table' (shared noise table) or 'gaussian'."})
+    noise_table_size: int = field(default=1 << 25, metadata={"help": "Values in the shared noise table."})
+    reward_failure: str = field(
+        default="error", metadata={"help": "On a failing reward function: 'error', 'skip_member' or 'zero'."}
+    )
+
+    # Model
+    model_init_kwargs: dict[str, Any] | str | None = field(
+        default=None, metadata={"help": "Keyword arguments for AutoModelForCausalLM.from_pretrained."}
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow custom model code from the Hub."})
+
+    # Data and generation
+    remove_unused_columns: bool | None = field(
+        default=False, metadata={"help": "Keep False: reward functions read the dataset's other columns."}
+    )
+    per_device_train_batch_size: int = field(
+        default=64, metadata={"help": "Prompts per ES step, shared by every member and every process."}
+    )
+    num_generations: int = field(default=1, metadata={"help": "Completions per prompt per member."})
+    max_completion_length: int | None = field(default=512, metadata={"help": "Maximum generated tokens."})
+    shuffle_dataset: bool = field(default=True, metadata={"help": "Shuffle the training dataset."})
+    temperature: float = field(default=0.0, metadata={"help": "Sampling temperature; 0 is greedy."})
+    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling probability mass."})
+    top_k: int = field(default=0, metadata={"help": "Top-k filtering; 0 disables it."})
+    min_p: float | None = field(default=None, metadata={"help": "Minimum token probability relative to the top."})
+    repetition_penalty: float = field(default=1.0, metadata={"help": "Repetition penalty; 1.0 disables it."})
+    generation_kwargs: dict | str | None = field(
+        default=None, metadata={"help": "Extra keyword arguments for the generation backend."}
+    )
+    chat_template_kwargs: dict | str | None = field(
+        default=None, metadata={"help": "Extra keyword arguments for apply_chat_template."}
+    )
+
+    # vLLM
+    use_vllm: bool = field(default=False, metadata={"help": "Generate with a colocated vLLM engine."})
+    vllm_mode: str = field(default="colocate", metadata={"help": "Only 'colocate' is supported by ES."})
+    vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "GPU memory fraction for vLLM."})
+    vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "Tensor parallel size of each engine."})
+    vllm_max_model_length: int | None = field(default=None, metadata={"help": "Context window for vLLM."})
+    vllm_enable_sleep_mode: bool = field(default=False, metadata={"help": "Sleep the engine between steps."})
+
+    # Rewards and logging
+    reward_weights: list[float] | None = field(default=None, metadata={"help": "Weight of each reward function."})
+    log_completions: bool = field(default=False, metadata={"help": "Print sample completions when logging."})
+    num_completions_to_print: int | None = field(default=None, metadata={"help": "Completions to print."})
+
+    # TrainingArguments defaults that do not fit ES
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "Schedule of alpha."})
+    logging_steps: float = field(default=1, metadata={"help": "Log every X ES steps."})
+    max_grad_norm: float = field(default=0.0, metadata={"help": "Unused: ES has no gradients."})
+    save_only_model: bool = field(default=True, metadata={"help": "ES has no optimizer state to save."})
+
+    def __post_init__(self):
+        for name in ("model_init_kwargs", "generation_kwargs", "chat_template_kwargs"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                setattr(self, name, json.loads(value))
+        super().__post_init__()
+        self._validate_es_fields()
+
+    def _validate_es_fields(self) -> None:
+        def require(condition: bool, message: str) -> None:
+            if not condition:
+                raise ValueError(message)
+
+        require(
+            isinstance(self.population_size, int) and self.population_size >= 2,
+            f"population_size must be an integer >= 2 (ES needs at least two members to compare), got "
+            f"{self.population_size}. The paper uses 32; try 8-16 on CPU.",
+        )
+        require(self.sigma > 0, f"sigma must be > 0, got {self.sigma}. The paper uses 1.5e-3.")
+        require(self.learning_rate >= 0, f"learning_rate (alpha) must be >= 0, got {self.learning_rate}.")
+        from ..es.shaping import FITNESS_SHAPING
+
+        require(
+            callable(self.fitness_shaping) or self.fitness_shaping in FITNESS_SHAPING,
+            f"fitness_shaping must be one of {sorted(FITNESS_SHAPING)} or a callable, got {self.fitness_shaping!r}.",
+        )
+        require(
+            self.estimator in ("one_point", "antithetic"),
+            f"estimator must be 'one_point' or 'antithetic', got {self.estimator!r}.",
+        )
+        require(
+            self.estimator != "antithetic" or self.population_size % 2 == 0,
+            f"estimator='antithetic' evaluates members in +/- pairs, so population_size must be even, got "
+            f"{self.population_size}.",
+        )
+        require(self.noise_type in ("table", "gaussian"), f"noise_type must be 'table' or 'gaussian', got "
+                f"{self.noise_type!r}.")
+        require(
+            self.reward_failure in ("error", "skip_member", "zero"),
+            f"reward_failure must be 'error', 'skip_member' or 'zero', got {self.reward_failure!r}.",
+        )
+        require(self.num_generations >= 1, f"num_generations must be >= 1, got {self.num_generations}.")
+        require(
+            self.max_completion_length is not None and self.max_completion_length >= 1,
+            f"max_completion_length must be a positive integer, got {self.max_completion_length}.",
+        )
+        require(self.temperature >= 0, f"temperature must be >= 0 (0 is greedy), got {self.temperature}.")
+        require(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}.")
+        require(self.top_k >= 0, f"top_k must be >= 0 (0 disables it), got {self.top_k}.")
+        require(
+            not self.use_vllm or self.vllm_mode == "colocate",
+            f"ES supports only vllm_mode='colocate' (each process perturbs its own engine's weights in place), got "
+            f"{self.vllm_mode!r}.",
+        )
+        require(
+            self.gradient_accumulation_steps == 1,
+            "gradient_accumulation_steps has no meaning in ES (no gradients); leave it at 1 and raise "
+            "per_device_train_batch_size to put more prompts in a step.",
+        )
+
+    @classmethod
+    def from_grpo_config(cls, grpo_config: Any, **overrides: Any) -> ESConfig:
+        """Translates a TRL `GRPOConfig` (or any dataclass of TrainingArguments) into an `ESConfig`.
+
+        Shared fields are copied; GRPO-only fields are dropped with a warning listing those that differ from
+        GRPOConfig's defaults; `learning_rate` is not copied (GRPO's AdamW rate is no ES alpha) unless given in
+        `overrides`.
+
+        Args:
+            grpo_config: The config to translate.
+            **overrides: ESConfig fields to set (e.g. `population_size=16, sigma=1e-3`).
+
+        Returns:
+            The ESConfig.
+        """
+        es_fields = {f.name for f in dataclasses.fields(cls) if f.init}
+        values, dropped = {}, []
+        defaults = type(grpo_config)() if _can_default(type(grpo_config)) else None
+        for f in dataclasses.fields(grpo_config):
+            if not f.init or f.name.startswith("_"):
+                continue
+            value = getattr(grpo_config, f.name)
+            if f.name in es_fields and f.name not in ("learning_rate", "logging_steps", "max_grad_norm"):
+                values[f.name] = value
+            elif defaults is not None and f.name not in es_fields and getattr(defaults, f.name, value) != value:
+                dropped.append(f.name)
+        # TrainingArguments resolves some fields in __post_init__; pass the user's intent, not resolved objects.
+        for name in ("bf16", "fp16", "report_to", "logging_dir", "gradient_checkpointing"):
+            values.pop(name, None)
+        if dropped:
+            warnings.warn(f"ESConfig.from_grpo_config dropped GRPO-only settings: {sorted(dropped)}.", stacklevel=2)
+        values.update(overrides)
+        return cls(**values)
+
+
+def _can_default(config_cls: type) -> bool:
+    try:
+        config_cls()
+    except Exception:
+        return False
+    return True
+
+
+_dataclass_init = ESConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init_rejecting_grpo_fields(self, *args, **kwargs):
+    check_no_grpo_only_fields(kwargs)
+    _dataclass_init(self, *args, **kwargs)
+
+
+ESConfig.__init__ = _init_rejecting_grpo_fields

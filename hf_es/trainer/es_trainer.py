@@ -1,0 +1,627 @@
+"""[`ESTrainer`]: Evolution Strategies post-training with TRL's GRPOTrainer interface.
+
+One step, as in the paper: lay out N members (seeded directions), evaluate this process's share of them on the
+step's shared mini-batch (perturb in place, generate, score), exchange only the N rewards, shape them, and apply the
+identical update on every process. The trainer reuses `transformers.Trainer` for the loop, callbacks, logging,
+checkpoints and Hub pushes; it replaces the optimizer with the ES update and never runs a backward pass.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from datasets import Dataset, IterableDataset
+from safetensors.torch import load_file, save_file
+from torch.utils.data import DataLoader, Sampler
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+)
+from transformers.utils import logging
+
+from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
+from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
+from .es_config import ESConfig
+
+logger = logging.get_logger(__name__)
+
+__all__ = ["ESTrainer", "RewardFunctionError"]
+
+RewardFunc = Callable[..., Sequence[float | None]]
+
+ES_MASTER_NAME = "es_master.safetensors"
+ES_STATE_NAME = "es_state.json"
+
+
+class RewardFunctionError(RuntimeError):
+    """A reward function raised, returned the wrong number of values, or a non-finite value."""
+
+
+class _EpochShuffleSampler(Sampler[int]):
+    """Shuffles with a generator seeded by (seed, epoch): every process draws the same order, and a resumed run
+    draws the same order as an uninterrupted one."""
+
+    def __init__(self, num_samples: int, seed: int, shuffle: bool):
+        self.num_samples, self.seed, self.shuffle, self.epoch = num_samples, seed, shuffle, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        if not self.shuffle:
+            return iter(range(self.num_samples))
+        generator = torch.Generator().manual_seed(stable_seed(self.seed, self.epoch, "data"))
+        return iter(torch.randperm(self.num_samples, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+class _SharedBatchDataLoader(DataLoader):
+    """A DataLoader that is *not* sharded across processes: in ES every process evaluates the same prompts."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+
+class _NoOptimizer(torch.optim.Optimizer):
+    """Carries the learning-rate schedule for `Trainer`; ES updates the weights itself, with no optimizer state."""
+
+    def __init__(self, learning_rate: float):
+        super().__init__([torch.zeros(0, requires_grad=True)], {"lr": learning_rate})
+
+    def step(self, closure=None):
+        return None
+
+
+def _identity_collator(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return features
+
+
+def _is_conversational(prompt: Any) -> bool:
+    return isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m for m in prompt)
+
+
+class ESTrainer(Trainer):
+    """Trainer for Evolution Strategies post-training, with the constructor of TRL's `GRPOTrainer`.
+
+    Args:
+        model (`str` or `PreTrainedModel`):
+            Model id on the Hub, local path, or an instantiated causal LM. Strings load with
+            `AutoModelForCausalLM.from_pretrained(model, **args.model_init_kwargs)`.
+        reward_funcs (`Callable` or `list[Callable]`):
+            Reward functions with TRL's signature `f(prompts, completions, completion_ids, **columns)` returning one
+            float (or `None` for "not applicable") per completion. Dataset columns other than `prompt` arrive as
+            keyword arguments, one value per completion.
+        args ([`ESConfig`], *optional*):
+            Configuration; defaults to `ESConfig(output_dir="<model name>-ES")`.
+        train_dataset ([`~datasets.Dataset`]):
+            Needs a `prompt` column: text, or a list of chat messages (the chat template is applied).
+        eval_dataset ([`~datasets.Dataset`] or `dict[str, Dataset]`, *optional*):
+            Evaluated with the centre weights; logs `eval_reward` and per-function means.
+        processing_class ([`~transformers.PreTrainedTokenizerBase`], *optional*):
+            Tokenizer; loaded from `model` when omitted.
+        callbacks (`list[TrainerCallback]`, *optional*):
+            Extra callbacks.
+        optimizers (*optional*):
+            Must be `(None, None)`: ES has no optimizer. Kept for signature compatibility.
+        peft_config (*optional*):
+            Not supported yet.
+        generation_backend ([`GenerationBackend`], *optional*):
+            Engine adapter; defaults to transformers `generate` (or vLLM when `args.use_vllm`).
+    """
+
+    _tag_names = ["hf_es", "evolution-strategies"]
+
+    def __init__(
+        self,
+        model: str | PreTrainedModel,
+        reward_funcs: RewardFunc | list[RewardFunc] | None = None,
+        args: ESConfig | None = None,
+        train_dataset: Dataset | None = None,
+        eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        processing_class: PreTrainedTokenizerBase | None = None,
+        reward_processing_classes: Any = None,
+        callbacks: list[TrainerCallback] | None = None,
+        optimizers: tuple[Any, Any] = (None, None),
+        peft_config: Any = None,
+        generation_backend: GenerationBackend | None = None,
+    ):
+        model_id = model if isinstance(model, str) else model.config._name_or_path
+        if args is None:
+            args = ESConfig(output_dir=f"{str(model_id).rstrip('/').split('/')[-1]}-ES")
+        if not isinstance(args, ESConfig):
+            raise TypeError(
+                f"args must be an ESConfig, got {type(args).__name__}. To reuse a GRPOConfig, pass "
+                "`ESConfig.from_grpo_config(grpo_config)`."
+            )
+        if peft_config is not None:
+            raise NotImplementedError("ESTrainer does not support PEFT adapters yet; pass the full model.")
+        if optimizers != (None, None):
+            raise ValueError("ESTrainer has no optimizer: the ES update replaces it. Leave `optimizers` unset.")
+        if reward_processing_classes is not None:
+            raise NotImplementedError("Model-based rewards are not supported yet; pass reward callables.")
+
+        if isinstance(model, str):
+            model = self._load_model(model, args)
+        if processing_class is None:
+            processing_class = AutoTokenizer.from_pretrained(model_id, trust_remote_code=args.trust_remote_code)
+        if processing_class.pad_token is None:
+            processing_class.pad_token = processing_class.eos_token
+
+        self.reward_funcs = self._check_reward_funcs(reward_funcs)
+        self.reward_func_names = [getattr(f, "__name__", type(f).__name__) for f in self.reward_funcs]
+        weights = args.reward_weights or [1.0] * len(self.reward_funcs)
+        if len(weights) != len(self.reward_funcs):
+            raise ValueError(
+                f"reward_weights has {len(weights)} entries but there are {len(self.reward_funcs)} reward functions."
+            )
+        self.reward_weights = torch.tensor(weights, dtype=torch.float64)
+
+        for name, dataset in self._named_datasets(train_dataset, eval_dataset):
+            self._check_dataset(dataset, name)
+
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=_identity_collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            callbacks=callbacks,
+        )
+        self.sampling = SamplingConfig.from_args(args)
+        self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)
+        self.backend = generation_backend or self._default_backend()
+        self.backend.init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
+        self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
+        self._last_samples: list[tuple[str, str, float]] = []
+        self._total_generated_tokens = 0
+
+    # ------------------------------------------------------------------ setup
+
+    @staticmethod
+    def _load_model(model_id: str, args: ESConfig) -> PreTrainedModel:
+        kwargs = dict(args.model_init_kwargs or {})
+        dtype = kwargs.get("dtype", kwargs.pop("torch_dtype", "auto"))
+        if isinstance(dtype, str) and dtype != "auto":
+            dtype = getattr(torch, dtype)
+        kwargs["dtype"] = dtype
+        kwargs.setdefault("trust_remote_code", args.trust_remote_code)
+        return AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
+
+    @staticmethod
+    def _check_reward_funcs(reward_funcs: RewardFunc | list[RewardFunc] | None) -> list[RewardFunc]:
+        if reward_funcs is None:
+            raise ValueError("ESTrainer needs at least one reward function (reward_funcs=...).")
+        funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+        if not funcs:
+            raise ValueError("ESTrainer needs at least one reward function (reward_funcs=...).")
+        for func in funcs:
+            if isinstance(func, str):
+                raise NotImplementedError(
+                    f"Reward model {func!r}: reward models given by name are not supported yet; pass a callable."
+                )
+            if not callable(func):
+                raise TypeError(f"Reward functions must be callables, got {type(func).__name__}.")
+        return funcs
+
+    @staticmethod
+    def _named_datasets(train_dataset, eval_dataset) -> list[tuple[str, Any]]:
+        named = [("train_dataset", train_dataset)]
+        if isinstance(eval_dataset, dict):
+            named += [(f"eval_dataset[{key!r}]", ds) for key, ds in eval_dataset.items()]
+        else:
+            named.append(("eval_dataset", eval_dataset))
+        return [(name, ds) for name, ds in named if ds is not None]
+
+    @staticmethod
+    def _check_dataset(dataset: Any, name: str) -> None:
+        if isinstance(dataset, IterableDataset):
+            raise NotImplementedError(f"{name} is an IterableDataset; ESTrainer needs a map-style Dataset.")
+        columns = getattr(dataset, "column_names", None)
+        if columns is not None and "prompt" not in columns:
+            raise ValueError(
+                f"{name} has no 'prompt' column (columns: {columns}). Rename the column holding the prompts, e.g. "
+                f"`{name} = {name}.rename_column('question', 'prompt')`."
+            )
+        if len(dataset) == 0:
+            raise ValueError(f"{name} is empty.")
+
+    def _default_backend(self) -> GenerationBackend:
+        if self.args.use_vllm:
+            from ..generation.vllm_backend import VLLMGenerationBackend  # optional dependency
+
+            return VLLMGenerationBackend.from_trainer(self)
+        return TransformersGenerationBackend(self.model, self.processing_class)
+
+    # ---------------------------------------------------- Trainer integration
+
+    def get_train_dataloader(self) -> DataLoader:
+        if self.train_dataset is None:
+            raise ValueError("ESTrainer.train() needs a train_dataset.")
+        sampler = _EpochShuffleSampler(len(self.train_dataset), self.args.seed, self.args.shuffle_dataset)
+        return _SharedBatchDataLoader(
+            self.train_dataset,
+            batch_size=self.args.per_device_train_batch_size,
+            sampler=sampler,
+            collate_fn=_identity_collator,
+            drop_last=self.args.dataloader_drop_last,
+        )
+
+    def create_optimizer(self, model=None) -> torch.optim.Optimizer:
+        if self.optimizer is None:
+            self.optimizer = _NoOptimizer(self.args.learning_rate)
+        return self.optimizer
+
+    def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
+        # No DDP/DeepSpeed wrapping: every process holds the full centre and only rewards are exchanged.
+        self.create_optimizer()
+        self.lr_scheduler = None
+        self._created_lr_scheduler = False
+        self.create_scheduler(num_training_steps=max_steps, optimizer=self.optimizer)
+        self.model_wrapped = self.model
+        if resume_from_checkpoint is not None:
+            self._load_es_state(resume_from_checkpoint)
+            for _ in range(self.state.global_step):
+                self.lr_scheduler.step()
+        for attr in ("model", "optimizer", "lr_scheduler"):
+            setattr(self.callback_handler, attr, getattr(self, attr))
+        self.callback_handler.train_dataloader = train_dataloader
+        return self.model, train_dataloader
+
+    def training_step(self, model, inputs: list[dict[str, Any]], num_items_in_batch=None) -> torch.Tensor:
+        """Runs one ES step on the prompts in `inputs`; returns minus the population's mean reward as the loss."""
+        mean_reward = self._es_step(inputs)
+        return torch.tensor(-mean_reward if math.isfinite(mean_reward) else float("nan"), device=self.args.device)
+
+    # ------------------------------------------------------------- ES step
+
+    def _prompt_texts(self, prompts: list[Any]) -> list[str]:
+        texts = []
+        for prompt in prompts:
+            if _is_conversational(prompt):
+                texts.append(
+                    self.processing_class.apply_chat_template(
+                        prompt,
+                        tokenize=False,
+                        add_generation_prompt=True,
+                        **(self.args.chat_template_kwargs or {}),
+                    )
+                )
+            elif isinstance(prompt, str):
+                texts.append(prompt)
+            else:
+                raise ValueError(
+                    f"A prompt must be a string or a list of chat messages with 'role' and 'content', got "
+                    f"{type(prompt).__name__}: {str(prompt)[:80]!r}."
+                )
+        limit = self.backend.max_context_length()
+        if limit is not None:
+            lengths = [len(ids) for ids in self.processing_class(texts, add_special_tokens=False)["input_ids"]]
+            for index, length in enumerate(lengths):
+                if length + self.sampling.max_completion_length > limit:
+                    raise ValueError(
+                        f"Prompt {index} of the batch has {length} tokens; with max_completion_length="
+                        f"{self.sampling.max_completion_length} it exceeds the model context of {limit} tokens. "
+                        f"Filter long prompts from the dataset or lower max_completion_length. Prompt starts: "
+                        f"{texts[index][:120]!r}"
+                    )
+        return texts
+
+    def _score(
+        self, inputs: list[dict[str, Any]], result: GenerationResult, where: str
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Scores completions with every reward function (TRL convention) and applies the failure policy.
+
+        Returns:
+            `(per_function, total)`: per-function rewards `(num_completions, num_funcs)` with NaN for "not
+            applicable", and the weighted total per completion; `None` when the member must be skipped.
+        """
+        repeat = self.sampling.num_generations
+        prompts = [example["prompt"] for example in inputs for _ in range(repeat)]
+        completions: list[Any] = result.completions
+        if _is_conversational(inputs[0]["prompt"]):
+            completions = [[{"role": "assistant", "content": text}] for text in completions]
+        columns = {
+            key: [example[key] for example in inputs for _ in range(repeat)]
+            for key in inputs[0]
+            if key not in ("prompt", "completion")
+        }
+        num = len(completions)
+        policy = self.args.reward_failure
+        per_function = torch.full((num, len(self.reward_funcs)), float("nan"), dtype=torch.float64)
+
+        def fail(message: str) -> None:
+            self._metrics["train"]["rewards/failures"].append(1.0)
+            if policy == "error":
+                raise RewardFunctionError(
+                    f"{message} ({where}). Fix the reward function, or set reward_failure='skip_member' to leave "
+                    "such members out of the update, or 'zero' to score failing samples 0."
+                )
+            logger.warning(f"{message} ({where}); reward_failure={policy!r}.")
+
+        for j, (func, name) in enumerate(zip(self.reward_funcs, self.reward_func_names)):
+            try:
+                values = func(
+                    prompts=prompts,
+                    completions=completions,
+                    completion_ids=result.completion_ids,
+                    trainer_state=self.state,
+                    **columns,
+                )
+            except RewardFunctionError:
+                raise
+            except Exception as error:
+                fail(f"Reward function {name!r} raised {type(error).__name__}: {error}")
+                if policy == "skip_member":
+                    return None
+                per_function[:, j] = 0.0
+                continue
+            values = list(values) if values is not None else []
+            if len(values) != num:
+                fail(f"Reward function {name!r} returned {len(values)} values for {num} completions")
+                if policy == "skip_member":
+                    return None
+                per_function[:, j] = 0.0
+                continue
+            for i, value in enumerate(values):
+                if value is None:
+                    continue
+                try:
+                    value = float(value)
+                except (TypeError, ValueError):
+                    value = float("nan")
+                if not math.isfinite(value):
+                    fail(
+                        f"Reward function {name!r} returned {values[i]!r} for completion {i} "
+                        f"(completion starts {result.completions[i][:80]!r})"
+                    )
+                    if policy == "skip_member":
+                        return None
+                    value = 0.0
+                per_function[i, j] = value
+
+        weighted = per_function * self.reward_weights
+        total = torch.nansum(weighted, dim=1)
+        no_value = torch.isnan(per_function).all(dim=1)
+        if bool(no_value.any()):
+            index = int(no_value.nonzero()[0])
+            fail(
+                f"Every reward function returned None for completion {index}, so it has no reward "
+                f"(completion starts {result.completions[index][:80]!r})"
+            )
+            if policy == "skip_member":
+                return None
+            total[no_value] = 0.0
+        return per_function, total
+
+    def _es_step(self, inputs: list[dict[str, Any]]) -> float:
+        args, step = self.args, self.state.global_step
+        start = time.perf_counter()
+        prompt_texts = self._prompt_texts([example["prompt"] for example in inputs])
+        members = make_population(args.noise_seed, step, args.population_size, args.estimator)
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        num_funcs = len(self.reward_funcs)
+        # Per member: reward, per-function means, mean length, clipped ratio, generated tokens.
+        stats = torch.zeros(len(members), num_funcs + 4, dtype=torch.float64)
+        timing = defaultdict(float)
+        self._last_samples = []
+
+        for member in members[rank::world]:
+            tick = time.perf_counter()
+            self.backend.perturb(member.seed, member.sign * args.sigma)
+            timing["perturb_restore"] += time.perf_counter() - tick
+
+            tick = time.perf_counter()
+            result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
+            timing["generate"] += time.perf_counter() - tick
+
+            tick = time.perf_counter()
+            scored = self._score(inputs, result, where=f"step {step}, member {member.index}")
+            timing["score"] += time.perf_counter() - tick
+
+            lengths = torch.tensor([len(ids) for ids in result.completion_ids], dtype=torch.float64)
+            stats[member.index, num_funcs + 1] = lengths.mean()
+            stats[member.index, num_funcs + 2] = sum(result.truncated) / len(result.truncated)
+            stats[member.index, num_funcs + 3] = result.num_tokens
+            if scored is None:
+                stats[member.index, 0] = float("nan")
+                continue
+            per_function, total = scored
+            stats[member.index, 0] = total.mean()
+            stats[member.index, 1 : num_funcs + 1] = per_function.nanmean(dim=0)
+            if not self._last_samples:
+                self._last_samples = list(zip(prompt_texts, result.completions, total.tolist()))
+
+        tick = time.perf_counter()
+        self.backend.restore()
+        timing["perturb_restore"] += time.perf_counter() - tick
+
+        tick = time.perf_counter()
+        if world > 1:
+            # Only N x (a few) numbers cross processes: members not evaluated here hold zeros.
+            stats = self.accelerator.reduce(stats.to(self.args.device), reduction="sum").cpu()
+        timing["communication"] = time.perf_counter() - tick
+
+        rewards = stats[:, 0]
+        estimate = estimate_update(members, rewards, self.fitness_shaping)
+        tick = time.perf_counter()
+        learning_rate = self._get_learning_rate()
+        update_norm = 0.0
+        if not estimate.skipped:
+            update_norm = self.backend.apply_update(estimate.seeds, estimate.coefficients, learning_rate)
+        timing["update"] = time.perf_counter() - tick
+        if estimate.skipped:
+            logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
+
+        self._log_step(stats, estimate, update_norm, timing, time.perf_counter() - start)
+        valid = rewards[torch.isfinite(rewards)]
+        return float(valid.mean()) if valid.numel() else float("nan")
+
+    def _log_step(self, stats, estimate, update_norm: float, timing: dict[str, float], wall: float) -> None:
+        metrics = self._metrics["train"]
+        num_funcs = len(self.reward_funcs)
+        rewards = stats[:, 0]
+        valid = torch.isfinite(rewards)
+        if valid.any():
+            metrics["reward"].append(float(rewards[valid].mean()))
+            metrics["reward_std"].append(float(rewards[valid].std(correction=0)))
+            metrics["population/reward_max"].append(float(rewards[valid].max()))
+            metrics["population/reward_min"].append(float(rewards[valid].min()))
+            for j, name in enumerate(self.reward_func_names):
+                column = stats[valid, 1 + j]
+                if torch.isfinite(column).any():
+                    metrics[f"rewards/{name}/mean"].append(float(column.nanmean()))
+        metrics["population/skipped_members"].append(float((~valid).sum()))
+        metrics["completions/mean_length"].append(float(stats[:, num_funcs + 1].mean()))
+        metrics["completions/clipped_ratio"].append(float(stats[:, num_funcs + 2].mean()))
+        metrics["update_norm"].append(update_norm)
+        metrics["frac_zero_std"].append(1.0 if estimate.skipped else 0.0)
+        tokens = float(stats[:, num_funcs + 3].sum())
+        self._total_generated_tokens += int(tokens)
+        metrics["num_generated_tokens"].append(tokens)
+        for key, seconds in timing.items():
+            metrics[f"timing/{key}"].append(seconds)
+        metrics["timing/step"].append(wall)
+        metrics["tokens_per_second"].append(tokens / wall if wall > 0 else 0.0)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        mode = "train" if "loss" in logs or "train_runtime" in logs else "eval"
+        if mode == "train":
+            # Trainer logs the loss it accumulated; for ES that is minus the mean population reward.
+            for key, values in self._metrics["train"].items():
+                if values:
+                    logs[key] = sum(values) / len(values)
+            logs["total_generated_tokens"] = self._total_generated_tokens
+            logs.pop("grad_norm", None)  # ES has no gradients
+            self._metrics["train"].clear()
+            if self.args.log_completions and self._last_samples and self.is_world_process_zero():
+                self._print_completions()
+        super().log(logs, start_time)
+
+    def _print_completions(self) -> None:
+        samples = self._last_samples[: self.args.num_completions_to_print or len(self._last_samples)]
+        lines = [f"Completions of member 0 at step {self.state.global_step}:"]
+        for prompt, completion, reward in samples:
+            lines.append(f"  reward={reward:.3f} | prompt={prompt[-80:]!r} | completion={completion[:200]!r}")
+        print("\n".join(lines))
+
+    # ----------------------------------------------------------- evaluation
+
+    def evaluate(
+        self,
+        eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Scores the centre weights on the evaluation set.
+
+        Args:
+            eval_dataset: Overrides `self.eval_dataset`; a dict evaluates each entry with its key in the prefix.
+            ignore_keys: Unused (kept for `Trainer` compatibility).
+            metric_key_prefix: Prefix of the metric names.
+
+        Returns:
+            `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, runtime.
+        """
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise ValueError("evaluate() needs an eval_dataset.")
+        if isinstance(dataset, dict):
+            metrics = {}
+            for key, subset in dataset.items():
+                metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
+            return metrics
+        self._check_dataset(dataset, "eval_dataset")
+        start = time.perf_counter()
+        self.backend.restore()
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        indices = list(range(rank, len(dataset), world))
+        batch_size = self.args.per_device_eval_batch_size
+        num_funcs = len(self.reward_funcs)
+        # Sums over this process's completions: reward, per-function rewards and counts, length, count.
+        sums = torch.zeros(2 * num_funcs + 3, dtype=torch.float64)
+        for offset in range(0, len(indices), batch_size):
+            batch = [dataset[i] for i in indices[offset : offset + batch_size]]
+            texts = self._prompt_texts([example["prompt"] for example in batch])
+            seed = stable_seed(self.args.noise_seed, "eval", indices[offset])
+            result = self.backend.generate(texts, self.sampling, seed=seed)
+            scored = self._score(batch, result, where=f"evaluation, example {indices[offset]}")
+            if scored is None:
+                continue
+            per_function, total = scored
+            sums[0] += total.sum()
+            sums[1 : 1 + num_funcs] += per_function.nan_to_num(0.0).sum(dim=0)
+            sums[1 + num_funcs : 1 + 2 * num_funcs] += (~per_function.isnan()).sum(dim=0)
+            sums[1 + 2 * num_funcs] += sum(len(ids) for ids in result.completion_ids)
+            sums[2 + 2 * num_funcs] += len(result.completion_ids)
+        if world > 1:
+            sums = self.accelerator.reduce(sums.to(self.args.device), reduction="sum").cpu()
+        count = max(float(sums[2 + 2 * num_funcs]), 1.0)
+        metrics = {f"{metric_key_prefix}_reward": float(sums[0]) / count}
+        for j, name in enumerate(self.reward_func_names):
+            applicable = float(sums[1 + num_funcs + j])
+            if applicable:
+                metrics[f"{metric_key_prefix}_rewards/{name}/mean"] = float(sums[1 + j]) / applicable
+        metrics[f"{metric_key_prefix}_completions/mean_length"] = float(sums[1 + 2 * num_funcs]) / count
+        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    # ------------------------------------------------------- save / resume
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Saves the centre weights (model dtype) and tokenizer; in mixed precision also the fp32 ES master."""
+        self.backend.restore()
+        output_dir = output_dir or self.args.output_dir
+        super().save_model(output_dir, _internal_call)
+        if self.args.should_save:
+            self._save_es_state(output_dir)
+
+    def _save_es_state(self, output_dir: str) -> None:
+        centre = self.backend.centre
+        live_is_master = all(
+            live.dtype == torch.float32 for live in centre.parameters.values()
+        )  # then the saved model weights are the exact centre already
+        if not live_is_master:
+            save_file({k: v.contiguous().cpu() for k, v in centre.state_dict().items()}, os.path.join(
+                output_dir, ES_MASTER_NAME))
+        state = {
+            "global_step": self.state.global_step,
+            "noise_seed": self.args.noise_seed,
+            "noise_type": self.args.noise_type,
+            "noise_table_size": self.args.noise_table_size,
+            "population_size": self.args.population_size,
+            "sigma": self.args.sigma,
+            "estimator": self.args.estimator,
+            "fitness_shaping": str(self.args.fitness_shaping),
+            "has_fp32_master": not live_is_master,
+            "total_generated_tokens": self._total_generated_tokens,
+        }
+        with open(os.path.join(output_dir, ES_STATE_NAME), "w") as f:
+            json.dump(state, f, indent=2)
+
+    def _load_es_state(self, checkpoint: str) -> None:
+        master_path = os.path.join(checkpoint, ES_MASTER_NAME)
+        if os.path.isfile(master_path):
+            self.backend.centre.load_state_dict(load_file(master_path, device="cpu"))
+        else:
+            # fp32 model: the model weights Trainer loaded are the exact centre.
+            self.backend.init_centre(self.backend.centre.noise)
+        state_path = os.path.join(checkpoint, ES_STATE_NAME)
+        if os.path.isfile(state_path):
+            with open(state_path) as f:
+                self._total_generated_tokens = json.load(f).get("total_generated_tokens", 0)
