@@ -1,0 +1,192 @@
+"""Matplotlib figures for drift reports, threshold sweeps and training curves (all saved as PNG, no display needed)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .drift import DriftReport
+
+__all__ = [
+    "plot_delta_histogram",
+    "plot_layer_distance",
+    "plot_layer_ratio",
+    "plot_module_type_distance",
+    "plot_reward_curve",
+    "plot_sparsity_curve",
+    "plot_threshold_sweep",
+]
+
+Labelled = Mapping[str, "DriftReport"]
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return path
+
+
+def _as_labelled(reports: DriftReport | Labelled) -> Labelled:
+    return reports if isinstance(reports, Mapping) else {"tuned": reports}
+
+
+def plot_delta_histogram(reports: DriftReport | Labelled, path: str | Path, *, taus: Sequence[float] = (1.5e-3,)) -> Path:
+    """Histogram of log10|delta| over changed coordinates, one step curve per report, with tau markers.
+
+    Args:
+        reports ([`DriftReport`] or `Mapping[str, DriftReport]`): One report, or several keyed by label.
+        path (`str` or `Path`): Output PNG.
+        taus (`Sequence[float]`, *optional*): Thresholds drawn as vertical lines.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, report in _as_labelled(reports).items():
+        edges = report.histogram["edges_log10"]
+        counts = report.histogram["counts"][1:-1]  # the under/overflow bins are reported in the title instead
+        total = max(1, sum(report.histogram["counts"]))
+        ax.stairs([c / total for c in counts], edges, label=label)
+    for tau in taus:
+        ax.axvline(math.log10(tau), color="gray", linestyle="--", linewidth=1)
+        ax.annotate(f"τ={tau:g}", (math.log10(tau), ax.get_ylim()[1] * 0.95), fontsize=8, ha="right", rotation=90)
+    ax.set_xlabel("log10 |Δθ|  (changed coordinates)")
+    ax.set_ylabel("fraction of changed coordinates")
+    ax.set_title("Distribution of update magnitudes")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_sparsity_curve(reports: DriftReport | Labelled, path: str | Path) -> Path:
+    """Update sparsity `s_tau` against tau (log axis), one curve per report."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, report in _as_labelled(reports).items():
+        taus = sorted(report.update_sparsity)
+        ax.plot(taus, [100 * report.update_sparsity[t] for t in taus], marker="o", label=label)
+    ax.axvline(1.5e-3, color="gray", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("τ")
+    ax.set_ylabel("s_τ: % of nonzero updates with |Δθ| ≤ τ")
+    ax.set_title("Update sparsity")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_layer_distance(reports: DriftReport | Labelled, path: str | Path) -> Path:
+    """Grouped bars of the relative L2 distance of each transformer block."""
+    plt = _pyplot()
+    reports = _as_labelled(reports)
+    layers = sorted({layer for report in reports.values() for layer in report.per_layer})
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(layers) * len(reports)), 4))
+    width = 0.8 / max(1, len(reports))
+    for i, (label, report) in enumerate(reports.items()):
+        values = [report.per_layer.get(layer, {}).get("relative_l2") or 0.0 for layer in layers]
+        ax.bar([layer + (i - (len(reports) - 1) / 2) * width for layer in layers], values, width=width, label=label)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("‖Δθ‖ / ‖θ₀‖")
+    ax.set_yscale("log" if len(reports) > 1 else "linear")
+    ax.set_title("Relative L2 distance per layer")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_module_type_distance(reports: DriftReport | Labelled, path: str | Path) -> Path:
+    """Grouped bars of the relative L2 distance per module type (embeddings, attention, MLP, norms, LM head...)."""
+    plt = _pyplot()
+    reports = _as_labelled(reports)
+    kinds = sorted({kind for report in reports.values() for kind in report.per_module_type})
+    fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(kinds)), 4))
+    width = 0.8 / max(1, len(reports))
+    for i, (label, report) in enumerate(reports.items()):
+        values = [report.per_module_type.get(kind, {}).get("relative_l2") or 0.0 for kind in kinds]
+        ax.bar([j + (i - (len(reports) - 1) / 2) * width for j in range(len(kinds))], values, width=width, label=label)
+    ax.set_xticks(range(len(kinds)), kinds, rotation=30, ha="right")
+    ax.set_ylabel("‖Δθ‖ / ‖θ₀‖")
+    ax.set_yscale("log" if len(reports) > 1 else "linear")
+    ax.set_title("Relative L2 distance per module type")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_layer_ratio(report: DriftReport, other: DriftReport, path: str | Path, *, labels: tuple[str, str] = ("ES", "GRPO")) -> Path:
+    """Per-layer ratio of relative L2 distances `report / other` (e.g. ES / GRPO) with the whole-model ratio."""
+    plt = _pyplot()
+    layers = sorted(set(report.per_layer) & set(other.per_layer))
+    ratios = []
+    for layer in layers:
+        a, b = report.per_layer[layer].get("relative_l2"), other.per_layer[layer].get("relative_l2")
+        ratios.append(a / b if a is not None and b else float("nan"))
+    fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(layers)), 4))
+    ax.bar(layers, ratios)
+    if other.relative_l2 > 0:
+        overall = report.relative_l2 / other.relative_l2
+        ax.axhline(overall, color="black", linestyle="--", linewidth=1, label=f"whole model: {overall:.1f}x")
+        ax.legend()
+    ax.set_xlabel("layer")
+    ax.set_ylabel(f"relative L2 ratio {labels[0]} / {labels[1]}")
+    ax.set_title(f"Drift ratio {labels[0]} / {labels[1]} per layer")
+    return _save(fig, path)
+
+
+def plot_threshold_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path, *, ylabel: str = "target-task accuracy") -> Path:
+    """Accuracy of magnitude-thresholded checkpoints against update sparsity (rows of [`threshold_sweep`])."""
+    plt = _pyplot()
+    rows = sorted(rows, key=lambda r: r["update_sparsity"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [100 * r["update_sparsity"] for r in rows]
+    ax.plot(xs, [r["accuracy"] for r in rows], marker="o")
+    for x, r in zip(xs, rows):
+        ax.annotate(f"τ={r['tau']:g}", (x, r["accuracy"]), fontsize=7, textcoords="offset points", xytext=(2, 4))
+    ax.set_xlabel("update sparsity s_τ (% of nonzero updates reset)")
+    ax.set_ylabel(ylabel)
+    ax.set_title("Accuracy vs update sparsity")
+    return _save(fig, path)
+
+
+def plot_reward_curve(
+    log_history: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    reward_key: str = "reward",
+    std_key: str = "reward_std",
+    eval_key: str = "eval_reward",
+) -> Path | None:
+    """Training reward (with a +/- std band when logged) and eval reward against step, from `TrainerState.log_history`.
+
+    Returns:
+        `Path` or `None`: the PNG, or `None` when the history has no reward to plot.
+    """
+    train = [(e["step"], e[reward_key], e.get(std_key)) for e in log_history if reward_key in e and "step" in e]
+    evals = [(e["step"], e[eval_key]) for e in log_history if eval_key in e and "step" in e]
+    if not train and not evals:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if train:
+        steps = [s for s, _, _ in train]
+        values = [v for _, v, _ in train]
+        ax.plot(steps, values, label="train reward (population mean)")
+        if all(sd is not None for _, _, sd in train):
+            ax.fill_between(steps, [v - sd for _, v, sd in train], [v + sd for _, v, sd in train], alpha=0.2, label="± population std")
+    if evals:
+        ax.plot([s for s, _ in evals], [v for _, v in evals], marker="o", label="eval reward")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward")
+    ax.set_title("Reward during ES training")
+    ax.legend()
+    return _save(fig, path)
