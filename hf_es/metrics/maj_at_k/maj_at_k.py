@@ -25,7 +25,8 @@ _CITATION = """\
 _DESCRIPTION = """\
 Maj@K (majority voting, self-consistency): for each problem, the final answers of the first K sampled completions vote;
 answers are grouped by math-verify equivalence (so 0.5, 1/2 and \\frac{1}{2} vote together), ties go to the answer that
-appeared first, empty answers abstain, and the winning answer is scored against the gold answer with math-verify.
+appeared first, answers in which math-verify finds nothing to parse abstain, and the winning answer is scored against
+the gold answer with math-verify.
 The score is the fraction of problems whose winner is correct.
 """
 

@@ -36,9 +36,8 @@ def parse_answer(answer: str | None) -> list[Any] | None:
         answer (`str` or `None`): the sampled answer.
 
     Returns:
-        `list` or `None`: math-verify's parse (non-empty list) when it finds a mathematical answer, `None` for an
-        empty answer (an abstention). An answer math-verify cannot parse is returned as `[stripped_text]`, so it
-        only matches the identical text.
+        `list` or `None`: math-verify's parse (a non-empty list) when it finds a mathematical answer, `None` otherwise
+        (an empty answer, or text without any answer math-verify can extract): such samples abstain from the vote.
     """
     if answer is None:
         return None
@@ -46,9 +45,7 @@ def parse_answer(answer: str | None) -> list[Any] | None:
     if not text:
         return None
     parsed = parse(text)
-    if parsed:
-        return parsed
-    return [text]
+    return parsed if parsed else None
 
 
 def _equivalent(a: list[Any], b: list[Any]) -> bool:
@@ -157,7 +154,8 @@ def estimate_maj_at_k(
     Maj@K of every problem: majority vote over the first K sampled answers, winner scored against the gold answer.
 
     Answers are compared with math-verify (so `0.5`, `1/2` and `\\frac{1}{2}` vote together); ties go to the answer
-    that appeared first; empty answers abstain. A problem whose first K samples all abstain scores 0.
+    that appeared first; answers in which math-verify finds nothing to parse (or empty ones) abstain. A problem whose
+    first K samples all abstain scores 0.
 
     Args:
         predictions (`Sequence[Sequence[str | None]]`): per problem, the sampled final answers (or completions) in
