@@ -1,0 +1,28 @@
+"""Verifiable rewards for ES/GRPO post-training, in TRL's reward-function convention.
+
+Every reward is a plain function `f(prompts, completions, **columns) -> list[float | None]` with a `__name__` (logged
+by trainers as `rewards/<__name__>/mean`); completions may be strings or conversational message lists. Configurable
+variants come from `make_*` factories. Each function carries `fn.stats` ([`RewardStats`]): counters of samples,
+timeouts, errors and missing answers that a trainer can log (`fn.stats.as_dict()`) and clear (`fn.stats.reset()`), or
+read both ways with [`get_reward_stats`].
+"""
+
+from .accuracy import AccuracyConfig, accuracy_reward, answers_match, make_accuracy_reward, score_accuracy
+from .base import RewardStats, build_reward, get_reward_stats
+from .extraction import completion_to_text, extract_all_boxed, extract_answer, extract_gold, extract_last_boxed
+
+__all__ = [
+    "AccuracyConfig",
+    "RewardStats",
+    "accuracy_reward",
+    "answers_match",
+    "build_reward",
+    "completion_to_text",
+    "extract_all_boxed",
+    "extract_answer",
+    "extract_gold",
+    "extract_last_boxed",
+    "get_reward_stats",
+    "make_accuracy_reward",
+    "score_accuracy",
+]
