@@ -9,9 +9,29 @@ read both ways with [`get_reward_stats`].
 
 from .accuracy import AccuracyConfig, accuracy_reward, answers_match, make_accuracy_reward, score_accuracy
 from .base import RewardStats, build_reward, get_reward_stats
+from .countdown import (
+    CountdownConfig,
+    countdown_reward,
+    evaluate_countdown_expression,
+    extract_countdown_expression,
+    make_countdown_reward,
+    score_countdown,
+)
 from .extraction import completion_to_text, extract_all_boxed, extract_answer, extract_gold, extract_last_boxed
+from .format import ANSWER_FORMATS, FormatConfig, format_reward, make_format_reward, score_format
 
 __all__ = [
+    "ANSWER_FORMATS",
+    "CountdownConfig",
+    "FormatConfig",
+    "countdown_reward",
+    "evaluate_countdown_expression",
+    "extract_countdown_expression",
+    "format_reward",
+    "make_countdown_reward",
+    "make_format_reward",
+    "score_countdown",
+    "score_format",
     "AccuracyConfig",
     "RewardStats",
     "accuracy_reward",

@@ -41,9 +41,7 @@ class _Alarm(BaseException):
 def signal_timer_available() -> bool:
     """Whether `signal.setitimer` can be used here (POSIX, main thread of the main interpreter)."""
     return (
-        hasattr(signal, "setitimer")
-        and os.name == "posix"
-        and threading.current_thread() is threading.main_thread()
+        hasattr(signal, "setitimer") and os.name == "posix" and threading.current_thread() is threading.main_thread()
     )
 
 
@@ -175,9 +173,7 @@ class ScoringPool:
             self._workers[inner_timeout] = workers
         return workers
 
-    def map(
-        self, fn: Callable[..., Any], arg_tuples: Sequence[tuple], timeout: float | None
-    ) -> list[tuple[str, Any]]:
+    def map(self, fn: Callable[..., Any], arg_tuples: Sequence[tuple], timeout: float | None) -> list[tuple[str, Any]]:
         """Scores `fn(*args)` for every tuple in `arg_tuples` under a per-sample deadline.
 
         Args:

@@ -56,7 +56,9 @@ _TEXT_CONFIG = [LatexExtractionConfig(), ExprExtractionConfig()]
 
 _PLAIN_NUMBER_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")
 # "18 dollars", "\$18 per day", "50\% of them" inside a box: keep the number.
-_NUMBER_WITH_WORDS_RE = re.compile(r"(\\?\$)?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*(\\?%)?\s+[A-Za-z][A-Za-z .]*")
+_NUMBER_WITH_WORDS_RE = re.compile(
+    r"(\\?\$)?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*(\\?%)?\s+[A-Za-z][A-Za-z .]*"
+)
 
 _MAX_DIGITS = 20_000  # a numeric power/factorial with more digits than this is refused before `verify`
 _MAX_SYMBOLIC_EXPONENT = 10_000
@@ -108,7 +110,9 @@ def _prepare_latex(answer: str) -> str:
 @lru_cache(maxsize=65536)
 def _parse_cached(answer: str, kind: str) -> tuple:
     if kind == "latex":
-        parsed = parse("\\boxed{" + _prepare_latex(answer) + "}", extraction_config=_LATEX_CONFIG, parsing_timeout=None)
+        parsed = parse(
+            "\\boxed{" + _prepare_latex(answer) + "}", extraction_config=_LATEX_CONFIG, parsing_timeout=None
+        )
         if not parsed:  # not LaTeX after all: read it as text
             parsed = parse(answer, extraction_config=_TEXT_CONFIG, parsing_timeout=None)
     else:
@@ -190,7 +194,9 @@ def _verify_cached(gold: str, gold_kind: str, pred: str, pred_kind: str, config:
     )
 
 
-def answers_match(gold: ExtractedAnswer | str, pred: ExtractedAnswer | str, config: AccuracyConfig | None = None) -> bool:
+def answers_match(
+    gold: ExtractedAnswer | str, pred: ExtractedAnswer | str, config: AccuracyConfig | None = None
+) -> bool:
     """Whether an extracted answer matches the gold answer.
 
     Plain decimal numbers on both sides are compared exactly; anything else goes through `math_verify.parse` and

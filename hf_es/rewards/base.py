@@ -210,9 +210,7 @@ def build_reward(
             else:
                 counts["timeouts" if status == "timeout" else "errors"] += 1
                 rewards.append(on_failure)
-        stats._add(
-            calls=1, samples=len(texts), untimed=untimed, seconds=time.perf_counter() - start, **counts
-        )
+        stats._add(calls=1, samples=len(texts), untimed=untimed, seconds=time.perf_counter() - start, **counts)
         return rewards
 
     reward.__name__ = name

@@ -228,7 +228,9 @@ def _resolve_strategies(extract: str | Sequence[str]) -> tuple[str, ...]:
         strategies = tuple(extract)
     unknown = [s for s in strategies if s not in _EXTRACTORS]
     if unknown or not strategies:
-        raise ValueError(f"Unknown answer extraction strategy {unknown or strategies}; choose from {ANSWER_STRATEGIES}.")
+        raise ValueError(
+            f"Unknown answer extraction strategy {unknown or strategies}; choose from {ANSWER_STRATEGIES}."
+        )
     return strategies
 
 
