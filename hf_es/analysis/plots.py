@@ -45,7 +45,9 @@ def _as_labelled(reports: DriftReport | Labelled) -> Labelled:
     return reports if isinstance(reports, Mapping) else {"tuned": reports}
 
 
-def plot_delta_histogram(reports: DriftReport | Labelled, path: str | Path, *, taus: Sequence[float] = (1.5e-3,)) -> Path:
+def plot_delta_histogram(
+    reports: DriftReport | Labelled, path: str | Path, *, taus: Sequence[float] = (1.5e-3,)
+) -> Path:
     """Histogram of log10|delta| over changed coordinates, one step curve per report, with tau markers.
 
     Args:
@@ -55,14 +57,20 @@ def plot_delta_histogram(reports: DriftReport | Labelled, path: str | Path, *, t
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
+    lo, hi = math.inf, -math.inf
     for label, report in _as_labelled(reports).items():
         edges = report.histogram["edges_log10"]
-        counts = report.histogram["counts"][1:-1]  # the under/overflow bins are reported in the title instead
+        counts = report.histogram["counts"][1:-1]  # under/overflow bins (outside the edges) are not drawn
         total = max(1, sum(report.histogram["counts"]))
         ax.stairs([c / total for c in counts], edges, label=label)
+        used = [i for i, c in enumerate(counts) if c]
+        if used:
+            lo, hi = min(lo, edges[used[0]]), max(hi, edges[used[-1] + 1])
     for tau in taus:
         ax.axvline(math.log10(tau), color="gray", linestyle="--", linewidth=1)
-        ax.annotate(f"τ={tau:g}", (math.log10(tau), ax.get_ylim()[1] * 0.95), fontsize=8, ha="right", rotation=90)
+        ax.text(math.log10(tau), 0.98, f" τ={tau:g}", transform=ax.get_xaxis_transform(), fontsize=8, va="top")
+    if math.isfinite(lo):
+        ax.set_xlim(min(lo, *(math.log10(t) for t in taus)) - 0.5, max(hi, *(math.log10(t) for t in taus)) + 0.5)
     ax.set_xlabel("log10 |Δθ|  (changed coordinates)")
     ax.set_ylabel("fraction of changed coordinates")
     ax.set_title("Distribution of update magnitudes")
@@ -123,7 +131,9 @@ def plot_module_type_distance(reports: DriftReport | Labelled, path: str | Path)
     return _save(fig, path)
 
 
-def plot_layer_ratio(report: DriftReport, other: DriftReport, path: str | Path, *, labels: tuple[str, str] = ("ES", "GRPO")) -> Path:
+def plot_layer_ratio(
+    report: DriftReport, other: DriftReport, path: str | Path, *, labels: tuple[str, str] = ("ES", "GRPO")
+) -> Path:
     """Per-layer ratio of relative L2 distances `report / other` (e.g. ES / GRPO) with the whole-model ratio."""
     plt = _pyplot()
     layers = sorted(set(report.per_layer) & set(other.per_layer))
@@ -143,7 +153,9 @@ def plot_layer_ratio(report: DriftReport, other: DriftReport, path: str | Path, 
     return _save(fig, path)
 
 
-def plot_threshold_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path, *, ylabel: str = "target-task accuracy") -> Path:
+def plot_threshold_sweep(
+    rows: Sequence[Mapping[str, Any]], path: str | Path, *, ylabel: str = "target-task accuracy"
+) -> Path:
     """Accuracy of magnitude-thresholded checkpoints against update sparsity (rows of [`threshold_sweep`])."""
     plt = _pyplot()
     rows = sorted(rows, key=lambda r: r["update_sparsity"])
@@ -182,7 +194,13 @@ def plot_reward_curve(
         values = [v for _, v, _ in train]
         ax.plot(steps, values, label="train reward (population mean)")
         if all(sd is not None for _, _, sd in train):
-            ax.fill_between(steps, [v - sd for _, v, sd in train], [v + sd for _, v, sd in train], alpha=0.2, label="± population std")
+            ax.fill_between(
+                steps,
+                [v - sd for _, v, sd in train],
+                [v + sd for _, v, sd in train],
+                alpha=0.2,
+                label="± population std",
+            )
     if evals:
         ax.plot([s for s, _ in evals], [v for _, v in evals], marker="o", label="eval reward")
     ax.set_xlabel("step")
