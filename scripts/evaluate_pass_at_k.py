@@ -76,7 +76,7 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 if (_REPO_ROOT / "hf_es").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
-from hf_es.metrics.estimators import estimate_maj_at_k, estimate_pass_at_k, parse_answer  # noqa: E402
+from hf_es.metrics.estimators import estimate_maj_at_k, estimate_pass_at_k  # noqa: E402
 
 # --------------------------------------------------------------------------------------------------------------------
 # Arguments
@@ -226,24 +226,9 @@ def load_problems(dataset: str, split: str, max_problems: int | None = None):
     return data
 
 
-def _math_verify_accuracy(completions: list, solution: list[str], **kwargs: Any) -> list[float | None]:
-    """Fallback verifier: 1.0 when math-verify finds the completion's final answer equal to `solution`."""
-    from math_verify import parse, verify
-
-    rewards: list[float | None] = []
-    for completion, gold in zip(completions, solution):
-        text = completion[-1]["content"] if isinstance(completion, list) else completion
-        gold_parsed = parse(str(gold))
-        if not gold_parsed:
-            rewards.append(None)
-            continue
-        rewards.append(float(verify(gold_parsed, parse(text))))
-    return rewards
-
-
 def load_reward(name: str) -> Callable[..., list[float | None]]:
     """
-    Resolve a verifier: `accuracy`, `countdown` (from `hf_es.rewards`) or `package.module:function`.
+    Resolve a verifier: `accuracy`, `countdown` (`hf_es.rewards.<name>_reward`) or `package.module:function`.
 
     Args:
         name (`str`): the reward name.
@@ -254,16 +239,12 @@ def load_reward(name: str) -> Callable[..., list[float | None]]:
     if ":" in name:
         module_name, function_name = name.split(":", 1)
         return getattr(importlib.import_module(module_name), function_name)
-    try:
-        import hf_es.rewards as hf_rewards
-    except ImportError:  # pragma: no cover - hf_es.rewards is part of the package
-        hf_rewards = None
-    function = getattr(hf_rewards, f"{name}_reward", None) if hf_rewards is not None else None
-    if function is not None:
-        return function
-    if name == "accuracy":
-        return _math_verify_accuracy
-    raise ValueError(f"Unknown reward {name!r}: use accuracy, countdown, or package.module:function.")
+    import hf_es.rewards
+
+    function = getattr(hf_es.rewards, f"{name}_reward", None)
+    if function is None:
+        raise ValueError(f"Unknown reward {name!r}: use accuracy, countdown, or package.module:function.")
+    return function
 
 
 def problem_id(example: dict[str, Any], index: int) -> str:
@@ -740,15 +721,16 @@ def evaluate_checkpoint(
                     "num_samples": len(completions),
                     "num_correct": sum(correct),
                     "correct": correct,
-                    "answers": [_answer_text(text) for text in completions],
+                    "answers": [extract_final_answer(text) for text in completions],
                     "seed": problem_seed(args.seed, index),
                 }
                 if use_maj:
-                    gold = example.get("solution", example.get("answer"))
+                    gold = extract_gold_answer(example.get("solution", example.get("answer")))
                     if gold is None:
                         raise ValueError("Maj@K needs the gold answer in a `solution` column; pass --maj off.")
-                    maj = estimate_maj_at_k([completions], [str(gold)], range(1, len(completions) + 1))
-                    record["maj_correct"] = [maj[k]["correct"][0] for k in range(1, len(completions) + 1)]
+                    ks = range(1, len(completions) + 1)
+                    maj = estimate_maj_at_k([record["answers"]], [gold], ks, problem_ids=[ids[index]])
+                    record["maj_correct"] = [maj[k]["correct"][0] for k in ks]
                 if greedy_outputs is not None:
                     record["greedy_correct"] = score_completions(
                         reward_fn, example, greedy_outputs[offset], args.correct_threshold
@@ -772,11 +754,23 @@ def evaluate_checkpoint(
     return entry
 
 
-def _answer_text(completion: str) -> str | None:
-    parsed = parse_answer(completion)
-    if parsed is None:
-        return None
-    return parsed[-1] if isinstance(parsed[-1], str) else str(parsed[0])
+def extract_final_answer(completion: str) -> str | None:
+    """
+    The final answer of a completion, extracted the way the verifier does (`hf_es.rewards.extract_answer`: boxed,
+    `####`, "the answer is", last number), or `None` when there is none (the sample then abstains from Maj@K).
+    """
+    from hf_es.rewards import extract_answer
+
+    answer = extract_answer(completion)
+    return None if answer is None else str(answer)
+
+
+def extract_gold_answer(solution: Any) -> str | None:
+    """The gold final answer of a `solution` value (GSM8K `#### 18`, MATH `\\boxed{}`, or a bare answer)."""
+    from hf_es.rewards import extract_gold
+
+    gold = extract_gold(solution)
+    return None if gold is None else str(gold)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
