@@ -647,7 +647,11 @@ def evaluate_checkpoint(
     results_path: Path,
 ) -> dict[str, Any]:
     """
-    Evaluate one checkpoint, resuming from `results`, saving after every problem.
+    Evaluate one checkpoint, resuming from `results`, saving after every generation call.
+
+    A stored problem is reused when its M, its prompt (hash) and the settings match; only what is missing is
+    generated (e.g. adding `--greedy` later only runs the greedy pass). The model is loaded only if something must be
+    generated.
 
     Args:
         name (`str`): local folder or Hub id.
@@ -684,74 +688,104 @@ def evaluate_checkpoint(
     ids = [problem_id(data[i], i) for i in range(len(data))]
     if len(set(ids)) != len(ids):
         ids = [str(i) for i in range(len(data))]
+    prompt_hashes = [_prompt_hash(data[i]["prompt"]) for i in range(len(data))]
 
-    def is_done(pid: str) -> bool:
-        record = problems.get(pid)
-        if record is None or record.get("num_samples") != args.num_samples:
+    def has_samples(index: int) -> bool:
+        record = problems.get(ids[index])
+        return (
+            record is not None
+            and record.get("num_samples") == args.num_samples
+            and record.get("prompt_sha") == prompt_hashes[index]
+        )
+
+    def is_done(index: int) -> bool:
+        if not has_samples(index):
             return False
+        record = problems[ids[index]]
         if use_maj and record.get("maj_correct") is None:
             return False
         return not args.greedy or record.get("greedy_correct") is not None
 
-    todo = [i for i, pid in enumerate(ids) if not is_done(pid)]
+    todo = [i for i in range(len(ids)) if not is_done(i)]
     reused = len(ids) - len(todo)
     logger.info("%s: %d problems, %d reused from %s, %d to generate.", name, len(ids), reused, results_path, len(todo))
     entry["num_reused_last_run"] = reused
 
-    if todo:
+    def finish(entry: dict[str, Any]) -> None:
+        # Dataset order first; problems stored by earlier runs over a larger selection are kept, not summarised.
+        ordered = {pid: problems[pid] for pid in ids if pid in problems}
+        ordered.update({pid: record for pid, record in problems.items() if pid not in ordered})
+        entry["problems"] = ordered
+        entry["summary"] = summarize({pid: ordered[pid] for pid in ids if pid in ordered}, args.num_samples)
+        save_results(results, results_path)
+
+    generator = None
+    if any(not has_samples(i) or (args.greedy and problems[ids[i]].get("greedy_correct") is None) for i in todo):
         generator = build_generator(name, args)
         entry["revision"] = model_revision(name, commit_hash=generator.commit_hash, revision=args.revision)
         entry["backend"] = generator.name
-        sampling = Sampling(args.num_samples, args.temperature, args.top_p, args.top_k, args.max_new_tokens)
-        greedy = Sampling(1, 0.0, 1.0, 0, args.max_new_tokens)
-        per_call = args.problems_per_call or (64 if generator.name == "vllm" else 1)
-        start_time = time.time()
-        progress = tqdm(total=len(ids), initial=reused, desc=_label(name), disable=args.no_progress, unit="problem")
-        for start in range(0, len(todo), per_call):
-            chunk = todo[start : start + per_call]
-            examples = [data[i] for i in chunk]
-            prompts = [render_prompt(generator.tokenizer, example["prompt"], args) for example in examples]
-            samples = generator.generate(prompts, sampling, [problem_seed(args.seed, i) for i in chunk])
-            greedy_outputs = generator.generate(prompts, greedy, [0] * len(chunk)) if args.greedy else None
-            for offset, (index, example) in enumerate(zip(chunk, examples)):
-                completions = samples[offset]
-                correct = score_completions(reward_fn, example, completions, args.correct_threshold)
+    sampling = Sampling(args.num_samples, args.temperature, args.top_p, args.top_k, args.max_new_tokens)
+    greedy = Sampling(1, 0.0, 1.0, 0, args.max_new_tokens)
+    per_call = args.problems_per_call or (64 if generator is not None and generator.name == "vllm" else 1)
+    start_time = time.time()
+    progress = tqdm(total=len(ids), initial=reused, desc=_label(name), disable=args.no_progress, unit="problem")
+    for start in range(0, len(todo), per_call):
+        chunk = todo[start : start + per_call]
+        examples = {i: data[i] for i in chunk}
+        prompts = (
+            {i: render_prompt(generator.tokenizer, examples[i]["prompt"], args) for i in chunk} if generator else {}
+        )
+        need_samples = [i for i in chunk if not has_samples(i)]
+        if need_samples:
+            outputs = generator.generate(
+                [prompts[i] for i in need_samples], sampling, [problem_seed(args.seed, i) for i in need_samples]
+            )
+            for index, completions in zip(need_samples, outputs):
+                correct = score_completions(reward_fn, examples[index], completions, args.correct_threshold)
                 record: dict[str, Any] = {
                     "index": index,
+                    "prompt_sha": prompt_hashes[index],
                     "num_samples": len(completions),
                     "num_correct": sum(correct),
                     "correct": correct,
                     "answers": [extract_final_answer(text) for text in completions],
                     "seed": problem_seed(args.seed, index),
                 }
-                if use_maj:
-                    gold = extract_gold_answer(example.get("solution", example.get("answer")))
-                    if gold is None:
-                        raise ValueError("Maj@K needs the gold answer in a `solution` column; pass --maj off.")
-                    ks = range(1, len(completions) + 1)
-                    maj = estimate_maj_at_k([record["answers"]], [gold], ks, problem_ids=[ids[index]])
-                    record["maj_correct"] = [maj[k]["correct"][0] for k in ks]
-                if greedy_outputs is not None:
-                    record["greedy_correct"] = score_completions(
-                        reward_fn, example, greedy_outputs[offset], args.correct_threshold
-                    )[0]
                 if args.save_completions:
                     record["completions"] = completions
-                    if greedy_outputs is not None:
-                        record["greedy_completion"] = greedy_outputs[offset][0]
                 problems[ids[index]] = record
-            # Keep dataset order in the file.
-            entry["problems"] = problems = {pid: problems[pid] for pid in ids if pid in problems}
-            entry["summary"] = summarize(problems, args.num_samples)
-            save_results(results, results_path)
-            progress.update(len(chunk))
-        progress.close()
+        need_greedy = [i for i in chunk if args.greedy and problems[ids[i]].get("greedy_correct") is None]
+        if need_greedy:
+            outputs = generator.generate([prompts[i] for i in need_greedy], greedy, [0] * len(need_greedy))
+            for index, completions in zip(need_greedy, outputs):
+                record = problems[ids[index]]
+                record["greedy_correct"] = score_completions(
+                    reward_fn, examples[index], completions, args.correct_threshold
+                )[0]
+                if args.save_completions:
+                    record["greedy_completion"] = completions[0]
+        for index in chunk:
+            record = problems[ids[index]]
+            if use_maj and record.get("maj_correct") is None:
+                example = examples[index]
+                gold = extract_gold_answer(example.get("solution", example.get("answer")))
+                if gold is None:
+                    raise ValueError("Maj@K needs the gold answer in a `solution` column; pass --maj off.")
+                ks = range(1, record["num_samples"] + 1)
+                maj = estimate_maj_at_k([record["answers"]], [gold], ks, problem_ids=[ids[index]])
+                record["maj_correct"] = [maj[k]["correct"][0] for k in ks]
+        finish(entry)
+        progress.update(len(chunk))
+    progress.close()
+    if generator is not None:
         entry["generation_seconds_last_run"] = round(time.time() - start_time, 2)
         del generator
-    entry["problems"] = {pid: problems[pid] for pid in ids if pid in problems}
-    entry["summary"] = summarize(entry["problems"], args.num_samples)
-    save_results(results, results_path)
+    finish(entry)
     return entry
+
+
+def _prompt_hash(prompt: Any) -> str:
+    return hashlib.sha256(json.dumps(prompt, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def extract_final_answer(completion: str) -> str | None:

@@ -50,14 +50,14 @@ class FakeGenerator:
 
     name = "fake"
     commit_hash = None
-    calls: list[int] = []
+    calls: list[tuple[int, float]] = []
 
     def __init__(self, model_name, args):
         self.tokenizer = FakeTokenizer()
         self.model_name = model_name
 
     def generate(self, prompts, sampling, seeds):
-        FakeGenerator.calls.append(len(prompts))
+        FakeGenerator.calls.append((len(prompts), sampling.temperature))
         outputs = []
         for prompt, seed in zip(prompts, seeds):
             a, b = (int(x) for x in re.findall(r"\d+", prompt)[:2])
@@ -130,6 +130,7 @@ def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
     check_results(first, num_problems=4, num_samples=8)
     check_pngs(out)
     assert len(FakeGenerator.calls) == 2 * 4 * 2  # per checkpoint and problem: sampled + greedy
+    assert sorted(set(FakeGenerator.calls)) == [(1, 0.0), (1, 0.6)]
     stored = json.loads((out / "results.json").read_text())
     assert stored["checkpoints"].keys() == set(models)
 
@@ -178,6 +179,27 @@ def test_maj_records_match_metric(script, tmp_path, monkeypatch):
     for k in range(1, 5):
         assert [r["maj_correct"][k - 1] for r in problems.values()] == maj[k]["correct"]
     assert results["checkpoints"]["m"]["summary"]["greedy_accuracy"] is None
+
+    # Adding --greedy later runs only the greedy pass; the samples are reused.
+    FakeGenerator.calls.clear()
+    again = script.main([*args, "--output_dir", str(tmp_path / "out"), "--greedy"])
+    assert FakeGenerator.calls == [(1, 0.0)] * 3
+    assert again["checkpoints"]["m"]["summary"]["greedy_accuracy"] == 1.0
+    for pid, record in again["checkpoints"]["m"]["problems"].items():
+        assert {k: v for k, v in record.items() if not k.startswith("greedy")} == problems[pid]
+
+    # Evaluating a smaller selection summarises it and keeps the other stored problems.
+    subset = script.main([*args, "--output_dir", str(tmp_path / "out"), "--max_problems", "2"])
+    assert subset["checkpoints"]["m"]["summary"]["num_problems"] == 2
+    assert len(subset["checkpoints"]["m"]["problems"]) == 3
+
+    # A changed prompt under the same id is regenerated, not reused.
+    rows[0]["prompt"][0]["content"] = "What is 1 + 1? Answer with just the number."
+    rows[0]["solution"] = "2"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    FakeGenerator.calls.clear()
+    script.main([*args, "--output_dir", str(tmp_path / "out")])
+    assert FakeGenerator.calls == [(1, 0.6)]
 
 
 def test_script_with_tiny_random_model(script, tmp_path):
