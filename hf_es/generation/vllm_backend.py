@@ -1,0 +1,434 @@
+"""Generation with a colocated vLLM engine whose weights ES perturbs in place.
+
+One engine runs in each Accelerate process (TRL's colocate recipe: `distributed_executor_backend="external_launcher"`
+under `accelerate launch`, a plain in-process engine otherwise), with the engine core in the calling process
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that its weights are ordinary tensors of this process. ES then moves those
+tensors directly: [`VLLMGenerationBackend.live_weights`] returns Hugging Face-named *views* of vLLM's parameters,
+un-fusing `qkv_proj` into `q_proj | k_proj | v_proj` and `gate_up_proj` into `gate_proj | up_proj` (contiguous row
+slices), with tied embeddings once. [`hf_es.es.ESCentre`] therefore regenerates exactly the same noise (keyed by the HF
+name) as with the transformers backend, and the centre stays bit-identical between the two backends.
+
+Three things make in-place perturbation safe inside vLLM:
+
+- **Live weights on CPU.** After loading, vLLM's CPU backend repacks every Linear (and the LM head) for its GEMM
+  kernels and replaces the parameter with an empty tensor, so writing into `named_parameters()` would silently miss
+  the matmuls. While the engine loads, this module makes Linear layers keep their parameter and call
+  `torch.nn.functional.linear` on it. On CUDA, unquantized Linear layers read their parameter directly already.
+- **Prefix caching.** KV blocks computed under one member's weights must never be served to another member, so the
+  prefix cache is reset after every weight change (perturb, restore, update). Within a member, the
+  `num_generations` completions of a prompt still share its prompt blocks.
+- **Exact restore.** The float32 master lives on the host by default (the engine holds the only full copy of the
+  weights on the accelerator); restoring copies it back, so the centre is exact in any engine dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..es import ESCentre, NoiseSource, stable_seed
+from .base import GenerationBackend, GenerationResult, SamplingConfig
+
+if TYPE_CHECKING:
+    from vllm import LLM, SamplingParams
+
+__all__ = ["VLLMGenerationBackend", "hf_named_views", "keep_live_cpu_weights"]
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def keep_live_cpu_weights() -> Iterator[None]:
+    """Makes vLLM's CPU backend keep every 2-D Linear / LM-head weight as a live parameter while a model loads.
+
+    vLLM's CPU backend (`dispatch_cpu_unquantized_gemm`, called from `process_weights_after_loading`) copies each
+    Linear weight into a kernel-specific packed layout and, for Linear layers, replaces the parameter with an empty
+    tensor. Inside this context the dispatch instead binds `torch.nn.functional.linear` to the parameter itself, so
+    writing into the parameter changes what the model computes. Non-2-D weights (MoE experts, causal convolutions)
+    keep vLLM's own dispatch. Has no effect on other platforms.
+    """
+    from vllm.model_executor.layers import utils as layer_utils
+
+    original = layer_utils.dispatch_cpu_unquantized_gemm
+
+    def dispatch_live(layer: torch.nn.Module, remove_weight: bool) -> None:
+        if layer.weight.ndim != 2:
+            original(layer, remove_weight)
+            return
+        layer.cpu_linear = torch.nn.functional.linear
+
+    layer_utils.dispatch_cpu_unquantized_gemm = dispatch_live
+    try:
+        yield
+    finally:
+        layer_utils.dispatch_cpu_unquantized_gemm = original
+
+
+def hf_named_views(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Maps a vLLM model's parameters to Hugging Face parameter names, as views that share the engine's storage.
+
+    Fused parameters listed in the model's `packed_modules_mapping` (e.g. `qkv_proj: [q_proj, k_proj, v_proj]`,
+    `gate_up_proj: [gate_proj, up_proj]`) are split along their output dimension with the layer's `output_sizes`;
+    each piece is a contiguous row slice, hence a contiguous view. Shared parameters (tied embeddings) appear once.
+
+    Args:
+        model: The `torch.nn.Module` inside the vLLM worker (tensor parallel size 1).
+
+    Returns:
+        HF name -> view into the live engine tensor.
+
+    Raises:
+        RuntimeError: If a parameter has been replaced by an empty tensor (packed CPU weights) or a fused layer's
+            pieces do not add up to its parameter.
+    """
+    packed = dict(getattr(model, "packed_modules_mapping", None) or {})
+    views: dict[str, torch.Tensor] = {}
+    for name, param in model.named_parameters():
+        if param.numel() == 0:
+            raise RuntimeError(
+                f"vLLM parameter {name} is empty: the engine repacked its weights, so in-place perturbation would not "
+                "reach the matmuls. Create the engine inside `keep_live_cpu_weights()` (VLLMGenerationBackend does)."
+            )
+        module_path, _, leaf = name.rpartition(".")
+        prefix, _, module_name = module_path.rpartition(".")
+        parts = packed.get(module_name)
+        if not parts:
+            views[name] = param.data
+            continue
+        module = model.get_submodule(module_path)
+        sizes = list(getattr(module, "output_sizes", []))
+        if getattr(module, "tp_size", 1) != 1:
+            raise NotImplementedError("HF-named views of tensor-parallel shards are not supported (use tp size 1).")
+        if len(sizes) != len(parts) or sum(sizes) != param.shape[0]:
+            raise RuntimeError(
+                f"Cannot un-fuse {name}: pieces {parts} with output sizes {sizes} do not match shape "
+                f"{tuple(param.shape)}."
+            )
+        offset = 0
+        for part, size in zip(parts, sizes):
+            hf_name = f"{prefix}.{part}.{leaf}" if prefix else f"{part}.{leaf}"
+            views[hf_name] = param.data.narrow(0, offset, size)
+            offset += size
+    return views
+
+
+def _engine_model(llm: LLM) -> torch.nn.Module:
+    """The model inside an in-process vLLM engine."""
+    try:
+        return llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+    except AttributeError as error:
+        raise RuntimeError(
+            "The vLLM engine does not run in this process, so its weights cannot be perturbed in place. Set "
+            "VLLM_ENABLE_V1_MULTIPROCESSING=0 before creating the engine (VLLMGenerationBackend does this unless the "
+            "variable is already set to 1)."
+        ) from error
+
+
+class VLLMGenerationBackend(GenerationBackend):
+    """A colocated vLLM engine behind the ES generation interface, perturbed in place with the core's noise.
+
+    Prompts are tokenized with the Hugging Face tokenizer exactly as the transformers backend does (no special tokens
+    added: the chat template already holds them), sent to vLLM as token ids, and the completions are cut at the first
+    EOS token and decoded with the same tokenizer, so both backends return comparable [`GenerationResult`]s.
+
+    Args:
+        model: Path (or Hub id) of a model directory with a config and tokenizer vLLM can read.
+        tokenizer: The Hugging Face tokenizer of the model.
+        dtype: Engine dtype (`"auto"`: the config's).
+        seed: Engine seed (sampling uses per-request seeds derived from the `generate` seed).
+        gpu_memory_utilization: Fraction of accelerator memory for the engine (weights + KV cache).
+        max_model_len: Context window (`None`: the model's).
+        tensor_parallel_size: Only 1 is supported: ES perturbs full HF-named tensors.
+        distributed_executor_backend: `"external_launcher"` when every Accelerate process runs its own engine.
+        enable_sleep_mode: Create the engine with sleep mode (see [`sleep`] / [`wake_up`]).
+        enable_prefix_caching: Share prompt KV within a member; the cache is reset after every weight change.
+        load_format: vLLM load format; `"dummy"` skips reading the checkpoint when `initial_weights` is given.
+        initial_weights: HF-named tensors copied into the engine after it loads (e.g. the trainer's model), so the
+            engine starts from exactly these weights whatever is on disk.
+        eos_token_ids: Token ids that end a completion (default: the tokenizer's EOS).
+        master_device: Device of the float32 ES master (`"cpu"`: the engine is the only full copy on the
+            accelerator; `None`: next to the engine weights, faster perturbations on a GPU).
+        mirror_model: An HF model kept equal to the ES centre after every update (its float32 parameters are made to
+            share storage with the master when it is on `master_device`), so saving it saves the centre.
+        llm_kwargs: Extra keyword arguments for `vllm.LLM`.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        dtype: str | torch.dtype = "auto",
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.3,
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        distributed_executor_backend: str | None = None,
+        enable_sleep_mode: bool = False,
+        enable_prefix_caching: bool = True,
+        load_format: str = "auto",
+        initial_weights: Mapping[str, torch.Tensor] | None = None,
+        eos_token_ids: list[int] | None = None,
+        master_device: torch.device | str | None = "cpu",
+        mirror_model: PreTrainedModel | None = None,
+        llm_kwargs: dict[str, Any] | None = None,
+    ):
+        if tensor_parallel_size != 1:
+            raise NotImplementedError(
+                "ES with vLLM needs vllm_tensor_parallel_size=1: each process perturbs full HF-named tensors of its "
+                "own engine. Use data parallelism (one engine per process) instead."
+            )
+        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "1":
+            raise ValueError("VLLM_ENABLE_V1_MULTIPROCESSING=1 puts the engine in another process; unset it.")
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        from vllm import LLM
+
+        if isinstance(dtype, torch.dtype):
+            dtype = str(dtype).removeprefix("torch.")
+        self.tokenizer = tokenizer
+        self.enable_prefix_caching = enable_prefix_caching
+        self.master_device = master_device
+        self.mirror_model = mirror_model
+        eos = eos_token_ids if eos_token_ids is not None else [tokenizer.eos_token_id]
+        self.eos_token_ids = {int(t) for t in eos if t is not None}
+        kwargs = dict(
+            model=model,
+            tokenizer=model,
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_sleep_mode=enable_sleep_mode,
+            enable_prefix_caching=enable_prefix_caching,
+            load_format=load_format,
+        )
+        if distributed_executor_backend is not None:
+            kwargs["distributed_executor_backend"] = distributed_executor_backend
+        kwargs.update(llm_kwargs or {})
+        with keep_live_cpu_weights():
+            self.llm: LLM = LLM(**kwargs)
+        self._views = hf_named_views(_engine_model(self.llm))
+        if initial_weights is not None:
+            self.load_weights(initial_weights)
+
+    # ------------------------------------------------------------ creation
+
+    @classmethod
+    def from_trainer(cls, trainer: Any) -> VLLMGenerationBackend:
+        """Builds one engine for this Accelerate process from an `ESTrainer` (TRL's colocate recipe).
+
+        The engine is created from the trainer model's config and tokenizer (written to a temporary directory) with
+        dummy weights, then the model's current weights are copied in, so in-memory models and checkpoints resumed
+        into `trainer.model` are honoured. The trainer's model is then moved to the host (the engine is the only
+        full copy on the accelerator) and kept equal to the ES centre (see `mirror_model`).
+
+        Args:
+            trainer: The `ESTrainer` (uses `model`, `processing_class`, `args` and `accelerator`).
+
+        Returns:
+            The backend.
+        """
+        args, model, accelerator = trainer.args, trainer.model, trainer.accelerator
+        tokenizer = trainer.processing_class
+        world, rank = accelerator.num_processes, accelerator.process_index
+        tp = args.vllm_tensor_parallel_size
+        if not torch.cuda.is_available():
+            # Two CPU engines would both pin their compute thread to core 0.
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(accelerator.local_process_index))
+            os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        param_dtype = next(model.parameters()).dtype
+        config_dir = tempfile.mkdtemp(prefix="hf_es_vllm_")
+        try:
+            model.config.save_pretrained(config_dir)
+            if getattr(model, "generation_config", None) is not None:
+                model.generation_config.save_pretrained(config_dir)
+            tokenizer.save_pretrained(config_dir)
+            eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+            eos = eos if eos is not None else tokenizer.eos_token_id
+            backend = cls(
+                config_dir,
+                tokenizer,
+                dtype=param_dtype,
+                seed=args.seed + rank // tp,
+                gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                max_model_len=args.vllm_max_model_length,
+                tensor_parallel_size=tp,
+                distributed_executor_backend="external_launcher" if world > 1 else None,
+                enable_sleep_mode=args.vllm_enable_sleep_mode,
+                load_format="dummy",
+                initial_weights=dict(model.named_parameters()),
+                eos_token_ids=eos if isinstance(eos, list) else [eos],
+                mirror_model=model,
+            )
+        finally:
+            shutil.rmtree(config_dir, ignore_errors=True)
+        if model.device.type != "cpu":
+            model.to("cpu")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        return backend
+
+    # ------------------------------------------------------------- weights
+
+    def live_weights(self) -> dict[str, torch.Tensor]:
+        return dict(self._views)
+
+    @torch.no_grad()
+    def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
+        """Copies HF-named tensors into the engine (every evolved tensor must be given, with its HF shape).
+
+        Args:
+            weights: HF name -> tensor, e.g. `dict(hf_model.named_parameters())`.
+        """
+        missing, unexpected = set(self._views) - set(weights), set(weights) - set(self._views)
+        if missing or unexpected:
+            raise ValueError(
+                f"HF weights do not match the vLLM engine's: missing {sorted(missing)[:5]}, unexpected "
+                f"{sorted(unexpected)[:5]}. Is this architecture's vLLM naming the same as transformers'?"
+            )
+        for name, view in self._views.items():
+            source = weights[name]
+            if tuple(source.shape) != tuple(view.shape):
+                raise ValueError(f"{name}: HF shape {tuple(source.shape)} != engine shape {tuple(view.shape)}.")
+            view.copy_(source.detach())
+        self._weights_changed()
+
+    def centre_state_dict(self) -> dict[str, torch.Tensor]:
+        """The exact ES centre as float32 HF-named tensors (for saving); the live weights if no centre exists."""
+        if self.centre is not None:
+            return self.centre.state_dict()
+        return {name: view.detach().float().cpu() for name, view in self._views.items()}
+
+    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> ESCentre:
+        """Snapshots the engine's weights as the ES centre, with the float32 master on `self.master_device`.
+
+        When a `mirror_model` is attached, its weights are copied into the engine first (it is where `Trainer`
+        loads resumed checkpoints), and its float32 parameters then share storage with the master.
+        """
+        if self.mirror_model is not None:
+            self.load_weights(dict(self.mirror_model.named_parameters()))
+        self.centre = ESCentre(self.live_weights(), noise, master_device=master_device or self.master_device)
+        self._sync_mirror(alias=True)
+        self._weights_changed()
+        return self.centre
+
+    def perturb(self, seed: int, scale: float) -> None:
+        super().perturb(seed, scale)
+        self._weights_changed()
+
+    def restore(self) -> None:
+        super().restore()
+        self._weights_changed()
+
+    def apply_update(self, seeds: list[int], coefficients: list[float], learning_rate: float) -> float:
+        norm = super().apply_update(seeds, coefficients, learning_rate)
+        self._weights_changed()
+        self._sync_mirror()
+        return norm
+
+    @torch.no_grad()
+    def _sync_mirror(self, alias: bool = False) -> None:
+        """Makes the mirror model equal the centre: shares the master's storage where dtype and device allow."""
+        if self.mirror_model is None or self.centre is None:
+            return
+        for name, param in self.mirror_model.named_parameters():
+            master = self.centre.master[name]
+            if param.data.data_ptr() == master.data_ptr():
+                continue
+            if alias and param.dtype == master.dtype and param.device == master.device:
+                param.data = master
+            else:
+                param.data.copy_(master)
+
+    def _weights_changed(self) -> None:
+        """Drops cached KV blocks: they were computed with other weights."""
+        if self.enable_prefix_caching and not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM could not reset its prefix cache (requests still running?).")
+
+    # ---------------------------------------------------------- generation
+
+    def max_context_length(self) -> int | None:
+        return self.llm.llm_engine.model_config.max_model_len
+
+    def _sampling_params(self, sampling: SamplingConfig, seed: int | None) -> SamplingParams:
+        from vllm import SamplingParams
+
+        kwargs: dict[str, Any] = dict(
+            max_tokens=sampling.max_completion_length,
+            repetition_penalty=sampling.repetition_penalty,
+            stop_token_ids=sorted(self.eos_token_ids),
+            detokenize=False,
+        )
+        if sampling.greedy:
+            kwargs.update(temperature=0.0)
+        else:
+            kwargs.update(
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k or 0,
+                min_p=sampling.min_p or 0.0,
+                seed=seed,
+            )
+        kwargs.update(sampling.extra)
+        return SamplingParams(**kwargs)
+
+    @torch.no_grad()
+    def generate(self, prompts: list[str], sampling: SamplingConfig, seed: int | None = None) -> GenerationResult:
+        from vllm.inputs import TokensPrompt
+
+        encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        requests, params = [], []
+        for i, ids in enumerate(encoded):
+            for j in range(sampling.num_generations):
+                # One request per completion with its own seed: reproducible whatever the batch (seeded n>1 is not,
+                # in bf16), and prompts still share KV through the prefix cache.
+                request_seed = None if seed is None or sampling.greedy else stable_seed(seed, i, j)
+                requests.append(TokensPrompt(prompt_token_ids=list(ids)))
+                params.append(self._sampling_params(sampling, request_seed))
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        completion_ids, truncated = [], []
+        for output in outputs:
+            ids, stopped = [], False
+            for token in output.outputs[0].token_ids:
+                if token in self.eos_token_ids:
+                    stopped = True
+                    break
+                ids.append(int(token))
+            completion_ids.append(ids)
+            truncated.append(not stopped and output.outputs[0].finish_reason == "length")
+        completions = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        return GenerationResult(completion_ids=completion_ids, completions=completions, truncated=truncated)
+
+    # ----------------------------------------------------------- lifecycle
+
+    def sleep(self, level: int = 1) -> None:
+        """Frees the engine's KV cache (and, at level 1, offloads its weights) between steps (needs sleep mode).
+
+        Views stay valid: vLLM restores the weights to the same addresses on [`wake_up`]. Do not move the weights
+        while the engine sleeps.
+        """
+        self.llm.sleep(level=level)
+
+    def wake_up(self) -> None:
+        """Brings a sleeping engine back; the prefix cache is empty afterwards."""
+        self.llm.wake_up()
+
+    def close(self) -> None:
+        """Shuts the engine down (call before destroying the process group)."""
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            self._views = {}
+            self.centre = None
+            del self.llm
+            import gc
+
+            gc.collect()
