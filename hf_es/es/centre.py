@@ -46,7 +46,8 @@ class ESCentre:
                 name: tensor.detach().to(device=master_device or tensor.device, dtype=torch.float32, copy=True)
                 for name, tensor in self.parameters.items()
             }
-        self._restored = True
+        for device in {master.device for master in self.master.values()}:
+            noise.prepare(device)
 
     @property
     def num_parameters(self) -> int:
@@ -69,14 +70,12 @@ class ESCentre:
                     torch.add(flat_master[start:end], eps, alpha=scale, out=flat_live[start:end])
                 else:
                     flat_live[start:end].copy_(torch.add(flat_master[start:end], eps, alpha=scale))
-        self._restored = False
 
     @torch.no_grad()
     def restore_(self) -> None:
         """Copies the exact centre back into the live weights."""
         for name, live in self.parameters.items():
             live.copy_(self.master[name])
-        self._restored = True
 
     @torch.no_grad()
     def update_(self, seeds: list[int], coefficients: list[float], learning_rate: float) -> float:

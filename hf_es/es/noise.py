@@ -98,6 +98,9 @@ class NoiseSource(ABC):
             out[start:end] = noise
         return out.view(shape)
 
+    def prepare(self, device: torch.device | str = "cpu") -> None:
+        """Does any one-off set-up for `device` now, so that it is not billed to the first perturbation."""
+
     @abstractmethod
     def _chunk(self, chunk_seed: int, length: int, device: torch.device) -> torch.Tensor: ...
 
@@ -160,6 +163,9 @@ class NoiseTable(NoiseSource):
                 _TABLES[cpu_key] = torch.randn(self.size, generator=generator, dtype=torch.float32)
             _TABLES[key] = _TABLES[cpu_key].to(device)
         return _TABLES[key]
+
+    def prepare(self, device: torch.device | str = "cpu") -> None:
+        self.table(device)
 
     def _chunk(self, chunk_seed: int, length: int, device: torch.device) -> torch.Tensor:
         offset = chunk_seed % (self.size - length + 1)

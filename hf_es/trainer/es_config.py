@@ -278,14 +278,14 @@ class ESConfig(TrainingArguments):
         """
         es_fields = {f.name for f in dataclasses.fields(cls) if f.init}
         values, dropped = {}, []
-        defaults = type(grpo_config)() if _can_default(type(grpo_config)) else None
         for f in dataclasses.fields(grpo_config):
             if not f.init or f.name.startswith("_"):
                 continue
             value = getattr(grpo_config, f.name)
-            if f.name in es_fields and f.name not in ("learning_rate", "logging_steps", "max_grad_norm"):
-                values[f.name] = value
-            elif defaults is not None and f.name not in es_fields and getattr(defaults, f.name, value) != value:
+            if f.name in es_fields:
+                if f.name not in ("learning_rate", "logging_steps", "max_grad_norm"):
+                    values[f.name] = value
+            elif value != _field_default(f):
                 dropped.append(f.name)
         # TrainingArguments resolves some fields in __post_init__; pass the user's intent, not resolved objects.
         for name in ("bf16", "fp16", "report_to", "logging_dir", "gradient_checkpointing"):
@@ -296,12 +296,12 @@ class ESConfig(TrainingArguments):
         return cls(**values)
 
 
-def _can_default(config_cls: type) -> bool:
-    try:
-        config_cls()
-    except Exception:
-        return False
-    return True
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
 
 
 _dataclass_init = ESConfig.__init__
