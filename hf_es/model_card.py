@@ -29,6 +29,8 @@ __all__ = [
     "build_model_card",
     "eval_results_from_json",
     "model_card_template_path",
+    "PUSH_ALLOW_PATTERNS",
+    "push_checkpoint",
     "redact",
     "write_model_card",
 ]
@@ -655,3 +657,116 @@ def _scrub_file(path: Path, secrets: Sequence[str]) -> None:
     clean = _scrub_text(text, secrets)
     if clean != text:
         path.write_text(clean)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Hub upload
+# --------------------------------------------------------------------------------------------------------------------
+
+PUSH_ALLOW_PATTERNS: tuple[str, ...] = (
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "config.json",
+    "generation_config.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "*.model",
+    "README.md",
+    "drift_stats.json",
+    "trainer_state.json",
+    "es_state.json",
+    "*.png",
+)
+"""Files of a checkpoint folder that [`push_checkpoint`] uploads by default (weights, card, drift, state, plots)."""
+
+
+def push_checkpoint(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    token: str | None = None,
+    private: bool | None = None,
+    revision: str | None = None,
+    path_in_repo: str | None = None,
+    commit_message: str = "Upload ES checkpoint with model card and drift stats",
+    allow_patterns: Sequence[str] | None = PUSH_ALLOW_PATTERNS,
+    ignore_patterns: Sequence[str] | None = None,
+    max_retries: int = 3,
+    backoff_s: float = 2.0,
+    api: Any = None,
+) -> Any:
+    r"""
+    Uploads a checkpoint folder to the Hub in a single commit, retrying with exponential backoff.
+
+    The local folder is never modified or deleted, whatever happens. Before uploading, every text file that would be
+    sent is checked for the token (and for anything shaped like a Hugging Face token); if one is found the upload is
+    refused with a `ValueError` naming the file, never the token. Error messages that are logged or raised have the
+    token scrubbed.
+
+    Args:
+        folder (`str` or `Path`): The checkpoint folder (written by `save_model` + [`write_model_card`]).
+        repo_id (`str`): Target model repo, created if needed.
+        token (`str`, *optional*): Hub token (defaults to the logged-in one).
+        private (`bool`, *optional*): Visibility when the repo is created.
+        revision (`str`, *optional*): Branch to commit to.
+        path_in_repo (`str`, *optional*): Sub-folder of the repo (e.g. `"checkpoint-500"` for `hub_strategy="checkpoint"`).
+        commit_message (`str`, *optional*): Commit message.
+        allow_patterns (`Sequence[str]`, *optional*, defaults to `PUSH_ALLOW_PATTERNS`): Files to upload (`None`: all).
+        ignore_patterns (`Sequence[str]`, *optional*): Files to skip.
+        max_retries (`int`, *optional*, defaults to 3): Retries after the first failed attempt.
+        backoff_s (`float`, *optional*, defaults to 2.0): First wait between attempts; doubles after each failure.
+        api (`huggingface_hub.HfApi`, *optional*): Client to use (defaults to `HfApi(token=token)`).
+
+    Returns:
+        The `CommitInfo` of the upload.
+    """
+    import fnmatch
+    import logging
+    import time
+
+    from huggingface_hub import HfApi
+
+    logger = logging.getLogger(__name__)
+    folder = Path(folder)
+    secrets = [token] if token else []
+    # Refuse to publish a credential: scan the text files that match the upload patterns.
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        if allow_patterns is not None and not any(fnmatch.fnmatch(rel, pat) for pat in allow_patterns):
+            continue
+        if ignore_patterns and any(fnmatch.fnmatch(rel, pat) for pat in ignore_patterns):
+            continue
+        if path.suffix in (".json", ".md", ".txt", ".jinja", ".yaml", ".yml"):
+            text = path.read_text(errors="ignore")
+            if _scrub_text(text, secrets) != text:
+                raise ValueError(f"Refusing to upload {rel}: it contains a Hugging Face token.")
+
+    api = api if api is not None else HfApi(token=token)
+    attempt = 0
+    while True:
+        try:
+            api.create_repo(repo_id, token=token, private=private, exist_ok=True)
+            return api.upload_folder(
+                repo_id=repo_id,
+                folder_path=str(folder),
+                path_in_repo=path_in_repo,
+                commit_message=commit_message,
+                token=token,
+                revision=revision,
+                allow_patterns=list(allow_patterns) if allow_patterns is not None else None,
+                ignore_patterns=list(ignore_patterns) if ignore_patterns is not None else None,
+            )
+        except Exception as error:  # network, HTTP 5xx/429, timeouts: all worth a retry
+            message = _scrub_text(f"{type(error).__name__}: {error}", secrets)
+            if attempt >= max_retries:
+                raise RuntimeError(
+                    f"Pushing {folder} to {repo_id} failed after {attempt + 1} attempts ({message}). "
+                    "The local checkpoint is intact; push it again later."
+                ) from None
+            wait = backoff_s * 2**attempt
+            logger.warning(
+                "Push to %s failed (%s); retrying in %.1fs (%d/%d).", repo_id, message, wait, attempt + 1, max_retries
+            )
+            time.sleep(wait)
+            attempt += 1

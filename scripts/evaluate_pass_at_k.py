@@ -373,7 +373,11 @@ class VLLMGenerator:
             )
             for seed in seeds
         ]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        # The chat template already holds the special tokens: do not let the tokenizer add a second BOS.
+        token_prompts = [
+            {"prompt_token_ids": self.tokenizer(prompt, add_special_tokens=False)["input_ids"]} for prompt in prompts
+        ]
+        outputs = self.llm.generate(token_prompts, params, use_tqdm=False)
         return [[completion.text for completion in output.outputs] for output in outputs]
 
 

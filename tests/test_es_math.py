@@ -27,8 +27,11 @@ def test_stable_seed_is_stable_across_processes_and_distinguishes_parts():
     code = "from hf_es.es import stable_seed; print(stable_seed(7, 3, 'model.layers.0.mlp.up_proj.weight'))"
     outputs = {
         subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": str(salt)}, capture_output=True,
-            text=True, check=True,
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(salt)},
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         for salt in (1, 2)
     }
@@ -103,8 +106,9 @@ def test_update_equals_the_formula_computed_by_hand():
 
     z = (rewards - rewards.mean()) / rewards.std(correction=0)
     for name in params:
-        expected = initial[name] + lr / 4 * sum(z[i] * noise.full(m.seed, name, params[name].shape)
-                                                for i, m in enumerate(members))
+        expected = initial[name] + lr / 4 * sum(
+            z[i] * noise.full(m.seed, name, params[name].shape) for i, m in enumerate(members)
+        )
         assert torch.allclose(params[name], expected, atol=1e-6)
     delta = torch.cat([(params[n] - initial[n]).flatten() for n in params])
     assert norm == pytest.approx(float(delta.norm()), rel=1e-4)

@@ -228,3 +228,81 @@ def test_eval_results_from_plain_dicts():
     metadata = front_matter(str(card))
     _, results = model_index_to_eval_results(metadata["model-index"])
     assert results[0].dataset_type == "HuggingFaceH4/MATH-500" and results[0].metric_value == 0.3
+
+
+class FakeHfApi:
+    """Records calls; the first `failures` uploads raise like a flaky network."""
+
+    def __init__(self, failures=0):
+        self.failures = failures
+        self.created, self.uploads = [], []
+
+    def create_repo(self, repo_id, **kwargs):
+        self.created.append((repo_id, kwargs))
+
+    def upload_folder(self, **kwargs):
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError(f"503 Service Unavailable (Authorization: Bearer {kwargs['token']})")
+        import fnmatch
+
+        folder = Path(kwargs["folder_path"])
+        files = sorted(
+            p.relative_to(folder).as_posix()
+            for p in folder.rglob("*")
+            if p.is_file() and any(fnmatch.fnmatch(p.relative_to(folder).as_posix(), pat) for pat in kwargs["allow_patterns"])
+        )
+        self.uploads.append({**kwargs, "files": files})
+        return "commit-info"
+
+
+def checkpoint_folder(tmp_path):
+    from hf_es.analysis.drift import threshold_checkpoint
+
+    folder = tmp_path / "ckpt"
+    threshold_checkpoint({"w": torch.zeros(3)}, {"w": torch.ones(3)}, 0.0, folder)
+    (folder / "config.json").write_text("{}")
+    (folder / "trainer_state.json").write_text('{"log_history": []}')
+    (folder / "training_args.bin").write_bytes(b"pickle")
+    (folder / "optimizer.pt").write_bytes(b"x")
+    write_model_card(folder, base_model=BASE, hyperparameters=HPARAMS, log_history=LOG_HISTORY, drift=small_drift())
+    return folder
+
+
+def test_push_checkpoint_one_commit_with_retries(tmp_path, caplog):
+    from hf_es.model_card import push_checkpoint
+
+    folder = checkpoint_folder(tmp_path)
+    before = sorted(p.name for p in folder.iterdir())
+    api = FakeHfApi(failures=2)
+    with caplog.at_level("WARNING"):
+        result = push_checkpoint(folder, "org/es-model", token=TOKEN, api=api, backoff_s=0.0)
+    assert result == "commit-info"
+    assert len(api.uploads) == 1  # one commit
+    assert api.uploads[0]["files"] == [
+        "README.md",
+        "config.json",
+        "drift_stats.json",
+        "model.safetensors",
+        "reward_curve.png",
+        "trainer_state.json",
+    ]
+    assert "retrying" in caplog.text and TOKEN not in caplog.text
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing deleted
+
+
+def test_push_checkpoint_gives_up_without_leaking_or_deleting(tmp_path):
+    from hf_es.model_card import push_checkpoint
+
+    folder = checkpoint_folder(tmp_path)
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(RuntimeError, match="local checkpoint is intact") as info:
+        push_checkpoint(folder, "org/es-model", token=TOKEN, api=FakeHfApi(failures=10), max_retries=2, backoff_s=0.0)
+    assert TOKEN not in str(info.value) and info.value.__cause__ is None
+    assert sorted(p.name for p in folder.iterdir()) == before
+    # a file that would publish the token is refused before any network call
+    (folder / "leak.json").write_text(f'{{"hub_token": "{TOKEN}"}}')
+    api = FakeHfApi()
+    with pytest.raises(ValueError, match="leak.json") as info:
+        push_checkpoint(folder, "org/es-model", token=TOKEN, api=api, allow_patterns=["*.json"])
+    assert TOKEN not in str(info.value) and not api.created

@@ -9,10 +9,9 @@ import time
 import pytest
 import torch
 from datasets import Dataset
+from utils import prompt_dataset, tiny_llama, tiny_tokenizer
 
 from hf_es import ESConfig, ESTrainer, RewardFunctionError
-
-from utils import prompt_dataset, tiny_llama, tiny_tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -22,12 +21,20 @@ def target_token_reward(completion_ids, **kwargs):
     return [sum(t % 3 == 0 for t in ids) / max(len(ids), 1) for ids in completion_ids]
 
 
-
 def make_args(tmp_path, **overrides):
     values = dict(
-        output_dir=str(tmp_path / "out"), population_size=8, sigma=0.05, learning_rate=0.05,
-        per_device_train_batch_size=4, max_completion_length=6, max_steps=2, report_to="none",
-        save_strategy="no", seed=0, disable_tqdm=True, use_cpu=True,
+        output_dir=str(tmp_path / "out"),
+        population_size=8,
+        sigma=0.05,
+        learning_rate=0.05,
+        per_device_train_batch_size=4,
+        max_completion_length=6,
+        max_steps=2,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        use_cpu=True,
     )
     values.update(overrides)
     return ESConfig(**values)
@@ -35,8 +42,11 @@ def make_args(tmp_path, **overrides):
 
 def make_trainer(tmp_path, reward_funcs=target_token_reward, dataset=None, model=None, **overrides):
     return ESTrainer(
-        model=model or tiny_llama(), reward_funcs=reward_funcs, args=make_args(tmp_path, **overrides),
-        train_dataset=dataset if dataset is not None else prompt_dataset(16), processing_class=tiny_tokenizer(),
+        model=model or tiny_llama(),
+        reward_funcs=reward_funcs,
+        args=make_args(tmp_path, **overrides),
+        train_dataset=dataset if dataset is not None else prompt_dataset(16),
+        processing_class=tiny_tokenizer(),
     )
 
 
@@ -48,8 +58,16 @@ def test_es_climbs_a_synthetic_reward_quickly(tmp_path):
     start = time.time()
     eval_set = prompt_dataset(16)
     # Seed 1: the centre's greedy completions score 0.45 on this reward.
-    trainer = make_trainer(tmp_path, population_size=16, per_device_train_batch_size=8, max_steps=20,
-                           sigma=0.02, learning_rate=0.02, max_completion_length=8, model=tiny_llama(seed=1))
+    trainer = make_trainer(
+        tmp_path,
+        population_size=16,
+        per_device_train_batch_size=8,
+        max_steps=20,
+        sigma=0.02,
+        learning_rate=0.02,
+        max_completion_length=8,
+        model=tiny_llama(seed=1),
+    )
     trainer.eval_dataset = eval_set
     before = trainer.evaluate()["eval_reward"]
     trainer.train()
@@ -60,9 +78,20 @@ def test_es_climbs_a_synthetic_reward_quickly(tmp_path):
     history = [h for h in trainer.state.log_history if "reward" in h]
     assert len(history) == 20
     assert all((h["update_norm"] > 0) == (h["frac_zero_std"] == 0.0) for h in history)  # tied steps do not move
-    for key in ("reward_std", "population/reward_max", "population/reward_min", "rewards/target_token_reward/mean",
-                "completions/mean_length", "completions/clipped_ratio", "frac_zero_std", "timing/generate",
-                "timing/score", "timing/perturb_restore", "timing/update", "tokens_per_second"):
+    for key in (
+        "reward_std",
+        "population/reward_max",
+        "population/reward_min",
+        "rewards/target_token_reward/mean",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "frac_zero_std",
+        "timing/generate",
+        "timing/score",
+        "timing/perturb_restore",
+        "timing/update",
+        "tokens_per_second",
+    ):
         assert key in history[0], key
     assert history[0]["population/reward_min"] <= history[0]["reward"] <= history[0]["population/reward_max"]
 
@@ -86,8 +115,9 @@ def test_update_is_the_formula_from_logged_rewards(tmp_path):
     noise = trainer.backend.centre.noise
     for name in ("model.layers.0.self_attn.q_proj.weight", "model.embed_tokens.weight"):
         shape = before[name].shape
-        expected = before[name] + 0.05 / 8 * sum(float(z[i]) * noise.full(m.seed, name, shape)
-                                                 for i, m in enumerate(members))
+        expected = before[name] + 0.05 / 8 * sum(
+            float(z[i]) * noise.full(m.seed, name, shape) for i, m in enumerate(members)
+        )
         assert torch.allclose(trainer.backend.centre.master[name], expected, atol=1e-6)
         live = dict(trainer.model.named_parameters())[name]
         assert torch.equal(live.data, trainer.backend.centre.master[name])  # restored to the new centre
@@ -114,8 +144,13 @@ def test_conversational_prompts_get_the_chat_template_and_columns_reach_rewards(
         seen.update(prompt=prompts[0], completion=completions[0], target=target, kwargs=set(kwargs))
         return [float(len(ids)) for ids in completion_ids]
 
-    trainer = make_trainer(tmp_path, reward_funcs=spy_reward, dataset=prompt_dataset(8, conversational=True),
-                           max_steps=1, num_generations=2)
+    trainer = make_trainer(
+        tmp_path,
+        reward_funcs=spy_reward,
+        dataset=prompt_dataset(8, conversational=True),
+        max_steps=1,
+        num_generations=2,
+    )
     trainer.train()
     assert seen["prompt"][0]["role"] == "user"
     assert seen["completion"][0]["role"] == "assistant" and isinstance(seen["completion"][0]["content"], str)
@@ -136,6 +171,7 @@ def test_greedy_generation_is_padded_left_and_stops_at_eos(tmp_path):
     assert result.completion_ids[0] == alone.completion_ids[0]  # left padding does not change greedy output
     assert all(len(ids) <= 5 for ids in result.completion_ids)
     assert all(2 not in ids for ids in result.completion_ids)  # EOS (id 2) is stripped
+
     # Force EOS: a model whose LM head prefers token 2 stops immediately and is not truncated.
     def prefer_eos(module, inputs, logits):
         logits[..., 2] += 1e4
@@ -152,8 +188,15 @@ def test_two_process_run_equals_one_process_run(tmp_path):
     one = tmp_path / "one"
     two = tmp_path / "two"
     subprocess.run([sys.executable, script, str(one)], env=env, check=True, capture_output=True)
-    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                os.path.join(HERE, "..", "accelerate_configs", "cpu.yaml"), "--num_processes", "2"]
+    launcher = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        os.path.join(HERE, "..", "accelerate_configs", "cpu.yaml"),
+        "--num_processes",
+        "2",
+    ]
     proc = subprocess.run(launcher + [script, str(two)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     single = json.loads((one / "result-rank0.json").read_text())
@@ -164,7 +207,7 @@ def test_two_process_run_equals_one_process_run(tmp_path):
 
 
 def test_grpo_style_script_runs_with_only_the_two_names_swapped(tmp_path):
-    grpo_script = f'''
+    grpo_script = f"""
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 import sys; sys.path.insert(0, {HERE!r})
@@ -181,7 +224,7 @@ trainer = GRPOTrainer(model=tiny_llama(), reward_funcs=reward_len, args=training
                       processing_class=tiny_tokenizer())
 trainer.train()
 trainer.save_model()
-'''
+"""
     es_script = grpo_script.replace("GRPOConfig", "ESConfig").replace("GRPOTrainer", "ESTrainer")
     es_script = es_script.replace("from trl import", "from hf_es import")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -289,8 +332,16 @@ def test_grpo_only_fields_are_rejected_by_name_and_translated(tmp_path):
         ESConfig(output_dir=str(tmp_path), beta=0.04)
     from trl import GRPOConfig
 
-    grpo = GRPOConfig(output_dir=str(tmp_path), beta=0.04, temperature=0.7, max_completion_length=64,
-                      num_generations=4, per_device_train_batch_size=4, report_to="none", use_cpu=True)
+    grpo = GRPOConfig(
+        output_dir=str(tmp_path),
+        beta=0.04,
+        temperature=0.7,
+        max_completion_length=64,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        report_to="none",
+        use_cpu=True,
+    )
     with pytest.warns(UserWarning, match="beta"):
         es = ESConfig.from_grpo_config(grpo, population_size=8)
     assert (es.temperature, es.max_completion_length, es.num_generations, es.population_size) == (0.7, 64, 4, 8)

@@ -98,7 +98,7 @@ class NoiseSource(ABC):
             out[start:end] = noise
         return out.view(shape)
 
-    def prepare(self, device: torch.device | str = "cpu") -> None:
+    def prepare(self, device: torch.device | str = "cpu") -> None:  # noqa: B027 (optional hook, no-op by default)
         """Does any one-off set-up for `device` now, so that it is not billed to the first perturbation."""
 
     @abstractmethod

@@ -236,8 +236,10 @@ class ESConfig(TrainingArguments):
             f"estimator='antithetic' evaluates members in +/- pairs, so population_size must be even, got "
             f"{self.population_size}.",
         )
-        require(self.noise_type in ("table", "gaussian"), f"noise_type must be 'table' or 'gaussian', got "
-                f"{self.noise_type!r}.")
+        require(
+            self.noise_type in ("table", "gaussian"),
+            f"noise_type must be 'table' or 'gaussian', got {self.noise_type!r}.",
+        )
         require(
             self.reward_failure in ("error", "skip_member", "zero"),
             f"reward_failure must be 'error', 'skip_member' or 'zero', got {self.reward_failure!r}.",

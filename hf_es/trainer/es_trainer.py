@@ -597,8 +597,10 @@ class ESTrainer(Trainer):
             live.dtype == torch.float32 for live in centre.parameters.values()
         )  # then the saved model weights are the exact centre already
         if not live_is_master:
-            save_file({k: v.contiguous().cpu() for k, v in centre.state_dict().items()}, os.path.join(
-                output_dir, ES_MASTER_NAME))
+            save_file(
+                {k: v.contiguous().cpu() for k, v in centre.state_dict().items()},
+                os.path.join(output_dir, ES_MASTER_NAME),
+            )
         state = {
             "global_step": self.state.global_step,
             "noise_seed": self.args.noise_seed,

@@ -19,12 +19,26 @@ def target_token_reward(completion_ids, **kwargs):
 
 def main(output_dir: str, max_steps: int = 3) -> None:
     args = ESConfig(
-        output_dir=output_dir, population_size=6, sigma=0.05, learning_rate=0.05, per_device_train_batch_size=4,
-        max_completion_length=6, max_steps=max_steps, report_to="none", save_strategy="no", seed=0,
-        disable_tqdm=True, use_cpu=True,
+        output_dir=output_dir,
+        population_size=6,
+        sigma=0.05,
+        learning_rate=0.05,
+        per_device_train_batch_size=4,
+        max_completion_length=6,
+        max_steps=max_steps,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        use_cpu=True,
     )
-    trainer = ESTrainer(model=tiny_llama(), reward_funcs=target_token_reward, args=args,
-                        train_dataset=prompt_dataset(16), processing_class=tiny_tokenizer())
+    trainer = ESTrainer(
+        model=tiny_llama(),
+        reward_funcs=target_token_reward,
+        args=args,
+        train_dataset=prompt_dataset(16),
+        processing_class=tiny_tokenizer(),
+    )
     trainer.train()
     digest = hashlib.sha256()
     for name, tensor in sorted(trainer.backend.centre.master.items()):
@@ -33,8 +47,15 @@ def main(output_dir: str, max_steps: int = 3) -> None:
     rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
     rank = trainer.accelerator.process_index
     with open(os.path.join(output_dir, f"result-rank{rank}.json"), "w") as f:
-        json.dump({"digest": digest.hexdigest(), "rewards": rewards,
-                   "world": trainer.accelerator.num_processes, "torch_threads": torch.get_num_threads()}, f)
+        json.dump(
+            {
+                "digest": digest.hexdigest(),
+                "rewards": rewards,
+                "world": trainer.accelerator.num_processes,
+                "torch_threads": torch.get_num_threads(),
+            },
+            f,
+        )
 
 
 if __name__ == "__main__":
