@@ -250,7 +250,8 @@ class FakeHfApi:
         files = sorted(
             p.relative_to(folder).as_posix()
             for p in folder.rglob("*")
-            if p.is_file() and any(fnmatch.fnmatch(p.relative_to(folder).as_posix(), pat) for pat in kwargs["allow_patterns"])
+            if p.is_file()
+            and any(fnmatch.fnmatch(p.relative_to(folder).as_posix(), pat) for pat in kwargs["allow_patterns"])
         )
         self.uploads.append({**kwargs, "files": files})
         return "commit-info"
