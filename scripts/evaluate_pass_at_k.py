@@ -611,6 +611,7 @@ def plot_results(results: dict[str, Any], output_dir: Path) -> list[Path]:
         frontier = sorted(p for p, optimal in zip(points, front) if optimal)
         if len(frontier) > 1:
             ax.plot([p[0] for p in frontier], [p[1] for p in frontier], "k--", linewidth=1, alpha=0.6)
+        ax.margins(x=0.3, y=0.15)  # room for the labels
         ax.set_xlabel("Pass@1 (%)")
         ax.set_ylabel(f"Pass@{k} (%)")
         ax.set_title(f"Pass@1 vs Pass@{k} (stars: Pareto-optimal)")
