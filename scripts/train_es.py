@@ -1,0 +1,70 @@
+"""Evolution Strategies post-training from the command line, with TRL-style YAML recipes and CLI overrides.
+
+    accelerate launch scripts/train_es.py --config recipes/smollm2_cpu_arithmetic.yaml
+    accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 2 scripts/train_es.py \
+        --config recipes/smollm2_cpu_arithmetic.yaml --max_steps 10
+
+Any `ESConfig`, `ModelConfig` or `TaskArguments` field can be set in the YAML or overridden on the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from trl import ModelConfig, TrlParser
+
+from hf_es import ESConfig, ESTrainer
+from hf_es.analysis.plots import plot_reward_curve
+from hf_es.models import resolve_model_name_or_path
+from hf_es.tasks import TaskArguments, load_task, reward_functions
+from hf_es.trainer.es_config import check_no_grpo_only_fields
+
+
+def _reject_grpo_only_cli_and_yaml_fields(argv: list[str]) -> None:
+    names = [arg[2:].split("=")[0] for arg in argv if arg.startswith("--")]
+    if "--config" in argv:
+        import yaml
+
+        with open(argv[argv.index("--config") + 1]) as f:
+            names += list((yaml.safe_load(f) or {}).keys())
+    check_no_grpo_only_fields(names)
+
+
+def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelConfig) -> None:
+    model_path = resolve_model_name_or_path(model_args.model_name_or_path)
+    model_init_kwargs = dict(training_args.model_init_kwargs or {})
+    model_init_kwargs.setdefault("dtype", model_args.dtype or "auto")
+    model_init_kwargs.setdefault("revision", model_args.model_revision)
+    if model_args.attn_implementation:
+        model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
+    training_args.model_init_kwargs = model_init_kwargs
+    training_args.trust_remote_code = training_args.trust_remote_code or getattr(model_args, "trust_remote_code", False)
+
+    train_dataset, eval_dataset = load_task(task_args, seed=training_args.seed)
+    trainer = ESTrainer(
+        model=model_path,
+        reward_funcs=reward_functions(task_args.reward_funcs),
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if eval_dataset is not None:
+        trainer.evaluate()
+    trainer.save_model(training_args.output_dir)
+    if trainer.is_world_process_zero():
+        curve = plot_reward_curve(trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png"))
+        history = trainer.state.log_history
+        evals = [entry["eval_reward"] for entry in history if "eval_reward" in entry]
+        if len(evals) >= 2:
+            print(f"eval_reward: {evals[0]:.4f} at start -> {evals[-1]:.4f} at the end ({len(evals)} evaluations)")
+        print(f"Saved the model to {training_args.output_dir} and the reward curve to {curve}")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=task_args.dataset_name)
+
+
+if __name__ == "__main__":
+    _reject_grpo_only_cli_and_yaml_fields(sys.argv[1:])
+    parser = TrlParser((TaskArguments, ESConfig, ModelConfig))
+    main(*parser.parse_args_and_config())
