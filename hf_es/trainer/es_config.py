@@ -125,6 +125,9 @@ class ESConfig(TrainingArguments):
             (e.g. `{"dtype": "bfloat16"}`).
         trust_remote_code (`bool`, *optional*, defaults to `False`):
             Allow custom model code from the Hub.
+        model_card_drift (`bool`, *optional*, defaults to `True`):
+            Measure parameter drift from the base checkpoint (streamed from disk) at every save and put it in the
+            model card (`drift_stats.json`). Needs the base model as a local folder.
 
     > [!NOTE]
     > Defaults that differ from `TrainingArguments`: `learning_rate=2.5e-4`, `lr_scheduler_type="constant"`,
@@ -194,6 +197,12 @@ class ESConfig(TrainingArguments):
     reward_weights: list[float] | None = field(default=None, metadata={"help": "Weight of each reward function."})
     log_completions: bool = field(default=False, metadata={"help": "Print sample completions when logging."})
     num_completions_to_print: int | None = field(default=None, metadata={"help": "Completions to print."})
+
+    # Model card
+    model_card_drift: bool = field(
+        default=True,
+        metadata={"help": "Put parameter-drift statistics from the base model in every saved model card."},
+    )
 
     # TrainingArguments defaults that do not fit ES
     lr_scheduler_type: str = field(default="constant", metadata={"help": "Schedule of alpha."})

@@ -32,6 +32,7 @@ from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
+from ..models import base_model_id
 from .es_config import ESConfig
 
 logger = logging.get_logger(__name__)
@@ -139,6 +140,7 @@ class ESTrainer(Trainer):
         generation_backend: GenerationBackend | None = None,
     ):
         model_id = model if isinstance(model, str) else model.config._name_or_path
+        self.base_model_id = str(model_id)
         if args is None:
             args = ESConfig(output_dir=f"{str(model_id).rstrip('/').split('/')[-1]}-ES")
         if not isinstance(args, ESConfig):
@@ -584,12 +586,44 @@ class ESTrainer(Trainer):
     # ------------------------------------------------------- save / resume
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Saves the centre weights (model dtype) and tokenizer; in mixed precision also the fp32 ES master."""
+        """Saves the centre weights (model dtype), tokenizer, ES state (fp32 master in mixed precision) and the
+        model card with reward curve and drift statistics."""
         self.backend.restore()
         output_dir = output_dir or self.args.output_dir
         super().save_model(output_dir, _internal_call)
         if self.args.should_save:
             self._save_es_state(output_dir)
+            self._write_model_card(output_dir)
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
+        """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
+        if self.is_world_process_zero():
+            self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
+
+    def _write_model_card(self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None):
+        from ..model_card import write_model_card
+
+        drift = None
+        if self.args.model_card_drift and os.path.isdir(self.base_model_id):
+            from ..analysis import compute_drift
+
+            drift = compute_drift(self.base_model_id, self.backend.centre.state_dict())
+        hardware = (
+            torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
+        ) + f" x {self.accelerator.num_processes} process(es)"
+        write_model_card(
+            output_dir,
+            base_model=base_model_id(self.base_model_id),
+            hyperparameters=self.args.to_dict(),
+            log_history=self.state.log_history,
+            drift=drift,
+            datasets=[dataset_name] if dataset_name else None,
+            hardware=hardware,
+            total_generated_tokens=self._total_generated_tokens,
+            model_name=model_name,
+            repo_id=self.args.hub_model_id,
+            secrets=[self.args.hub_token] if self.args.hub_token else (),
+        )
 
     def _save_es_state(self, output_dir: str) -> None:
         centre = self.backend.centre
