@@ -255,3 +255,78 @@ def test_sampling_is_seeded(tokenizer, vllm_backend):
     assert len(first.completion_ids) == 6
     assert vllm_backend.generate(prompts, sampling, seed=4).completion_ids == first.completion_ids
     assert vllm_backend.generate(prompts, sampling, seed=5).completion_ids != first.completion_ids
+
+
+def _small_llama(seed: int = 0):
+    """A random 2-layer Llama with 64-dim heads (vLLM's CPU attention needs a supported head size)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=49152,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def _train(tmp_path, tokenizer, use_vllm: bool):
+    from datasets import Dataset
+
+    from hf_es.trainer import ESConfig, ESTrainer
+
+    def length_reward(completions, **kwargs):  # any reward that separates the members' (random) completions
+        texts = [c if isinstance(c, str) else c[-1]["content"] for c in completions]
+        return [float(sum(map(ord, t)) % 97) for t in texts]
+
+    args = ESConfig(
+        output_dir=str(tmp_path / ("vllm" if use_vllm else "hf")),
+        population_size=4,
+        sigma=0.05,
+        learning_rate=0.05,
+        per_device_train_batch_size=2,
+        max_completion_length=8,
+        max_steps=2,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        use_vllm=use_vllm,
+        vllm_max_model_length=256,
+    )
+    prompts = [[{"role": "user", "content": q}] for q in QUESTIONS[:4]]
+    trainer = ESTrainer(
+        model=_small_llama(),
+        reward_funcs=length_reward,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": prompts}),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    return trainer
+
+
+def test_trainer_with_vllm_matches_transformers_backend(tmp_path, tokenizer):
+    reference = _train(tmp_path, tokenizer, use_vllm=False)
+    trainer = _train(tmp_path, tokenizer, use_vllm=True)
+    try:
+        assert isinstance(trainer.backend, VLLMGenerationBackend)
+        rewards = [log["reward"] for log in trainer.state.log_history if "reward" in log]
+        reference_rewards = [log["reward"] for log in reference.state.log_history if "reward" in log]
+        assert rewards == reference_rewards
+        assert all(log["update_norm"] > 0 for log in trainer.state.log_history if "update_norm" in log)
+        for name, master in reference.backend.centre.master.items():
+            assert torch.equal(master, trainer.backend.centre.master[name]), name
+        # The trainer's model mirrors the centre (so save_model saves it) and lives on the host.
+        for name, param in trainer.model.named_parameters():
+            assert param.device.type == "cpu"
+            assert torch.equal(param.detach(), trainer.backend.centre.master[name]), name
+    finally:
+        trainer.backend.close()
