@@ -28,6 +28,7 @@ from transformers import (
     Trainer,
     TrainerCallback,
 )
+from transformers.trainer import TRAINING_ARGS_NAME
 from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
@@ -276,6 +277,7 @@ class ESTrainer(Trainer):
         self.model_wrapped = self.model
         if resume_from_checkpoint is not None:
             self._load_es_state(resume_from_checkpoint)
+            self.optimizer.step()  # a no-op that lets the scheduler fast-forward without warning
             for _ in range(self.state.global_step):
                 self.lr_scheduler.step()
         for attr in ("model", "optimizer", "lr_scheduler"):
@@ -594,6 +596,16 @@ class ESTrainer(Trainer):
         if self.args.should_save:
             self._save_es_state(output_dir)
             self._write_model_card(output_dir)
+
+    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
+        super()._save(output_dir, state_dict)
+        # Trainer pickles the arguments (hub token included) into training_args.bin; write redacted JSON instead.
+        output_dir = output_dir or self.args.output_dir
+        pickled = os.path.join(output_dir, TRAINING_ARGS_NAME)
+        if os.path.isfile(pickled):
+            os.remove(pickled)
+        with open(os.path.join(output_dir, "training_args.json"), "w") as f:
+            f.write(self.args.to_json_string())
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
         """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""

@@ -1,0 +1,1 @@
+"""Performance benchmarks (not part of the test run): `python -m bench`."""

@@ -1,0 +1,97 @@
+"""Checkpoints, exact resume, TensorBoard logging, model cards and Hub pushes of ESTrainer (tiny model, CPU)."""
+
+import glob
+import json
+import os
+
+import torch
+from safetensors.torch import load_file
+from test_trainer import make_trainer, target_token_reward
+from utils import tiny_llama
+
+
+def test_resume_from_checkpoint_is_bit_identical_in_bf16(tmp_path):
+    def bf16_model():
+        return tiny_llama(seed=1).to(torch.bfloat16)
+
+    full = make_trainer(tmp_path / "full", model=bf16_model(), max_steps=4)
+    full.train()
+    full_rewards = [h["reward"] for h in full.state.log_history if "reward" in h]
+
+    first = make_trainer(tmp_path / "half", model=bf16_model(), max_steps=4, save_strategy="steps", save_steps=2)
+    # Stop after the checkpoint at step 2, as an interrupted run would.
+    from transformers import TrainerCallback
+
+    class StopAt2(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                control.should_training_stop = True
+
+    first.add_callback(StopAt2())
+    first.train()
+    checkpoint = os.path.join(first.args.output_dir, "checkpoint-2")
+    assert os.path.isfile(os.path.join(checkpoint, "es_master.safetensors"))  # bf16 model: fp32 master saved
+    master = load_file(os.path.join(checkpoint, "es_master.safetensors"))
+    assert all(t.dtype == torch.float32 for t in master.values())
+
+    resumed = make_trainer(tmp_path / "half", model=bf16_model(), max_steps=4, save_strategy="steps", save_steps=2)
+    resumed.train(resume_from_checkpoint=checkpoint)
+    resumed_rewards = [h["reward"] for h in resumed.state.log_history if "reward" in h]
+    assert resumed_rewards == full_rewards
+    for name, tensor in full.backend.centre.master.items():
+        assert torch.equal(resumed.backend.centre.master[name], tensor), name
+
+
+def test_tensorboard_logging_and_model_card_on_save(tmp_path):
+    trainer = make_trainer(tmp_path, report_to=["tensorboard"], max_steps=2, hub_token="hf_" + "x" * 34)
+    trainer.train()
+    events = glob.glob(os.path.join(trainer.args.output_dir, "runs", "**", "events.out.tfevents*"), recursive=True)
+    assert events and os.path.getsize(events[0]) > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(os.path.dirname(events[0]))
+    accumulator.Reload()
+    assert "train/reward" in accumulator.Tags()["scalars"]
+    assert len(accumulator.Scalars("train/reward")) == 2
+
+    trainer.save_model()
+    out = trainer.args.output_dir
+    card = open(os.path.join(out, "README.md")).read()
+    assert "evolution-strategies" in card and "library_name: hf_es" in card
+    assert "population_size" in card or "Population size" in card
+    state = json.load(open(os.path.join(out, "es_state.json")))
+    assert state["global_step"] == 2 and state["population_size"] == 8
+    for path in glob.glob(os.path.join(out, "**", "*"), recursive=True):
+        if os.path.isfile(path):
+            assert b"hf_" + b"x" * 34 not in open(path, "rb").read(), path
+
+
+def test_push_to_hub_uploads_the_card_and_weights(tmp_path, monkeypatch):
+    uploads = []
+
+    import huggingface_hub
+
+    def fake_create_repo(self, repo_id, **kwargs):
+        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def fake_upload_folder(self, *, repo_id, folder_path, **kwargs):
+        uploads.append((repo_id, sorted(os.listdir(folder_path))))
+
+        class Info:
+            commit_url = oid = "fake"
+
+        return Info()
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", fake_create_repo)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder)
+    trainer = make_trainer(
+        tmp_path,
+        reward_funcs=target_token_reward,
+        push_to_hub=False,
+        hub_model_id="me/tiny-es",
+        hub_token="hf_" + "y" * 34,
+    )
+    trainer.train()
+    trainer.push_to_hub()
+    assert uploads and uploads[-1][0] == "me/tiny-es"
+    assert {"README.md", "model.safetensors", "es_state.json"} <= set(uploads[-1][1])
