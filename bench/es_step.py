@@ -22,7 +22,7 @@ import torch
 
 def build_trainer(population_size: int, batch_size: int, max_completion_length: int, noise_type: str, dtype: str):
     from hf_es import ESConfig, ESTrainer
-    from hf_es.data.arithmetic import load_arithmetic
+    from hf_es.data import load_arithmetic
     from hf_es.models import prepare_smollm2
     from hf_es.rewards import accuracy_reward
 

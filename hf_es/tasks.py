@@ -71,7 +71,7 @@ def load_task(args: TaskArguments, seed: int = 0) -> tuple[Dataset, Dataset | No
         `(train_dataset, eval_dataset)`; the evaluation set is `None` when `dataset_test_split` is `None`.
     """
     from . import data
-    from .data.arithmetic import load_arithmetic
+    from .data import load_arithmetic
 
     overrides: dict[str, Any] = {}
     if args.system_prompt is not None:

@@ -5,6 +5,7 @@ and/or format instruction) and a `solution` column (the gold that the reward fun
 
 - [`load_gsm8k`]: GSM8K (`openai/gsm8k`, config `main`); `solution` is the final answer after `####`.
 - [`load_math500`]: MATH-500 (`HuggingFaceH4/MATH-500`); `solution` is the LaTeX answer.
+- [`load_arithmetic`]: generated `a <op> b` problems (the CPU demo task); `solution` is the exact result.
 - [`load_countdown`]: generated, seeded Countdown problems with disjoint train/held-out splits; `nums`, `target`.
 
 GSM8K and MATH-500 are shipped in the package (`hf_es/data/files/`, with their MIT licences), so the loaders work
@@ -12,6 +13,7 @@ offline; the Hub ids stay the default source when the Hub is reachable.
 """
 
 from ._common import BOXED_SYSTEM_PROMPT, PACKAGED_DATA_DIR, build_messages, is_offline, packaged_path, read_jsonl
+from .arithmetic import load_arithmetic
 from .countdown import (
     COUNTDOWN_DIFFICULTIES,
     COUNTDOWN_INSTRUCTION,
@@ -36,6 +38,7 @@ __all__ = [
     "generate_countdown_problems",
     "gsm8k_final_answer",
     "is_offline",
+    "load_arithmetic",
     "load_countdown",
     "load_gsm8k",
     "load_math500",
