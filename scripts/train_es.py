@@ -39,7 +39,9 @@ def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelCon
     if model_args.attn_implementation:
         model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
     training_args.model_init_kwargs = model_init_kwargs
-    training_args.trust_remote_code = training_args.trust_remote_code or getattr(model_args, "trust_remote_code", False)
+    training_args.trust_remote_code = training_args.trust_remote_code or getattr(
+        model_args, "trust_remote_code", False
+    )
 
     train_dataset, eval_dataset = load_task(task_args, seed=training_args.seed)
     trainer = ESTrainer(
@@ -54,7 +56,9 @@ def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelCon
         trainer.evaluate()
     trainer.save_model(training_args.output_dir)
     if trainer.is_world_process_zero():
-        curve = plot_reward_curve(trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png"))
+        curve = plot_reward_curve(
+            trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png")
+        )
         history = trainer.state.log_history
         evals = [entry["eval_reward"] for entry in history if "eval_reward" in entry]
         if len(evals) >= 2:
