@@ -213,6 +213,12 @@ class VLLMGenerationBackend(GenerationBackend):
         )
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        if not torch.cuda.is_available():
+            # vLLM's CPU runner crashes ("CPU Generator does not use offset") when it rewinds the generator of a
+            # seeded request whose prefill was chunked; whole-prompt prefills avoid it.
+            kwargs["enable_chunked_prefill"] = False
+            if max_model_len is not None:
+                kwargs["max_num_batched_tokens"] = max(4096, max_model_len)
         kwargs.update(llm_kwargs or {})
         with keep_live_cpu_weights():
             self.llm: LLM = LLM(**kwargs)
