@@ -12,7 +12,11 @@ from typing import Any
 
 from datasets import Dataset
 
-__all__ = ["TaskArguments", "load_task", "reward_functions"]
+from .data._common import BOXED_SYSTEM_PROMPT
+
+__all__ = ["DEEPSCALER_HUB_ID", "TaskArguments", "load_deepscaler", "load_task", "reward_functions"]
+
+DEEPSCALER_HUB_ID = "agentica-org/DeepScaleR-Preview-Dataset"
 
 
 @dataclass
@@ -20,8 +24,8 @@ class TaskArguments:
     """Which task to train and evaluate on.
 
     Args:
-        dataset_name: `"arithmetic"`, `"gsm8k"`, `"math500"`, `"countdown"`, or a local JSONL/dataset folder with
-            `prompt` and `solution` columns.
+        dataset_name: `"arithmetic"`, `"gsm8k"`, `"math500"`, `"countdown"`, `"deepscaler"`, or a local JSONL/dataset
+            folder with `prompt` and `solution` columns.
         dataset_train_split: Split for training (`gsm8k`: `train`; `countdown`: `train`).
         dataset_test_split: Split for evaluation (`None` disables evaluation).
         num_train_samples: Number of training problems (`None`: all).
@@ -31,6 +35,10 @@ class TaskArguments:
         arithmetic_min_value: Smallest operand (arithmetic task).
         arithmetic_max_value: Largest operand (arithmetic task).
         system_prompt: Overrides the task's default system prompt (`""` removes it).
+        dataset_path: Local file or folder to read a named task's raw rows from instead of the Hub (e.g. a DeepScaleR
+            JSONL with `problem` and `answer` columns on a machine without network access).
+        eval_dataset_name: Evaluate on another task than the one trained on (e.g. `"math500"` when training on
+            `"deepscaler"`, which has only a train split); `dataset_test_split` is then that task's split.
     """
 
     dataset_name: str = field(default="arithmetic", metadata={"help": "Task or local dataset path."})
@@ -43,6 +51,12 @@ class TaskArguments:
     arithmetic_min_value: int = field(default=2, metadata={"help": "Smallest operand."})
     arithmetic_max_value: int = field(default=9, metadata={"help": "Largest operand."})
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the task's system prompt."})
+    dataset_path: str | None = field(
+        default=None, metadata={"help": "Local file/folder with the named task's raw rows (instead of the Hub)."}
+    )
+    eval_dataset_name: str | None = field(
+        default=None, metadata={"help": "Task to evaluate on (default: dataset_name)."}
+    )
 
 
 def reward_functions(names: list[str]) -> list[Callable[..., list[float | None]]]:
@@ -77,8 +91,8 @@ def load_task(args: TaskArguments, seed: int = 0) -> tuple[Dataset, Dataset | No
     if args.system_prompt is not None:
         overrides["system_prompt"] = args.system_prompt or None
 
-    def load(split: str, num: int | None, split_seed: int) -> Dataset:
-        name = args.dataset_name
+    def load(split: str, num: int | None, split_seed: int, name: str) -> Dataset:
+        source = {"name_or_path": args.dataset_path} if args.dataset_path and name == args.dataset_name else {}
         if name == "arithmetic":
             return load_arithmetic(
                 num_samples=num or 256,
@@ -89,17 +103,62 @@ def load_task(args: TaskArguments, seed: int = 0) -> tuple[Dataset, Dataset | No
                 **overrides,
             )
         if name == "gsm8k":
-            return data.load_gsm8k(split, num_samples=num, seed=seed, **overrides)
+            return data.load_gsm8k(split, num_samples=num, seed=seed, **source, **overrides)
         if name == "math500":
-            return data.load_math500(split, num_samples=num, seed=seed, **overrides)
+            return data.load_math500(split, num_samples=num, seed=seed, **source, **overrides)
+        if name == "deepscaler":
+            return load_deepscaler(split, num_samples=num, seed=seed, **source, **overrides)
         if name == "countdown":
             return data.load_countdown(split, num_samples=num or 1000, seed=seed, **overrides)
         dataset = data.read_jsonl(name) if name.endswith(".jsonl") else Dataset.load_from_disk(name)
         return dataset.select(range(min(num, len(dataset)))) if num else dataset
 
     # Distinct seeds: generated train and eval problems are drawn independently.
-    train = load(args.dataset_train_split, args.num_train_samples, seed)
+    train = load(args.dataset_train_split, args.num_train_samples, seed, args.dataset_name)
     evaluation = None
     if args.dataset_test_split:
-        evaluation = load(args.dataset_test_split, args.num_eval_samples, seed + 1_000_003)
+        eval_name = args.eval_dataset_name or args.dataset_name
+        evaluation = load(args.dataset_test_split, args.num_eval_samples, seed + 1_000_003, eval_name)
     return train, evaluation
+
+
+def load_deepscaler(
+    split: str = "train",
+    *,
+    name_or_path: str = DEEPSCALER_HUB_ID,
+    system_prompt: str | None = BOXED_SYSTEM_PROMPT,
+    num_samples: int | None = None,
+    seed: int | None = None,
+) -> Dataset:
+    """Loads DeepScaleR-Preview (the paper's hard setting: ~40k competition problems) as prompt/solution rows.
+
+    The dataset is not shipped with hf_es. Without network access, download it once elsewhere and point
+    `name_or_path` (`dataset_path` in a recipe) at a local `.jsonl`/`.json`/`.parquet` file or a folder holding
+    `train.jsonl`, with the Hub dataset's columns `problem` and `answer`.
+
+    Args:
+        split: Split name (`"train"`, the only split on the Hub).
+        name_or_path: Hub id or local path.
+        system_prompt: System message (defaults to the boxed-answer prompt shared with GSM8K and MATH-500; `None`
+            omits it).
+        num_samples: Keep this many rows (after shuffling with `seed` if given).
+        seed: Shuffle seed for `num_samples`.
+
+    Returns:
+        `datasets.Dataset` with `prompt` (chat messages), `solution` (the final answer) and the original columns.
+    """
+    from .data._common import finalize, load_source
+
+    rows = load_source(
+        name_or_path, split=split, hub_id=DEEPSCALER_HUB_ID, hub_config=None, packaged_name="deepscaler", offline=None
+    )
+    return finalize(
+        rows,
+        to_user_text=lambda row: row["problem"],
+        to_solution=lambda row: str(row["answer"]),
+        system_prompt=system_prompt,
+        instruction=None,
+        conversational=True,
+        num_samples=num_samples,
+        seed=seed,
+    )
