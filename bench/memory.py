@@ -1,5 +1,9 @@
 """Peak memory of one ES step vs one TRL GRPOTrainer step vs inference alone (same model, prompts, lengths).
 
+The peak is taken over the step itself (CPU: VmHWM reset through /proc/self/clear_refs after loading; GPU:
+`torch.cuda` peak stats reset after loading), with everything resident at that point counted: the model, and for ES
+the fp32 master and noise table, for GRPO whatever its step allocates (gradients, optimizer state, activations).
+
 Each measurement runs in its own subprocess (peak RSS on CPU, peak CUDA memory on GPU), so the peaks do not mix:
 
     python -m bench.memory --mode es|grpo|inference
@@ -8,6 +12,8 @@ Each measurement runs in its own subprocess (peak RSS on CPU, peak CUDA memory o
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import json
 import os
 import resource
@@ -19,10 +25,28 @@ import torch
 MODES = ("inference", "es", "grpo")
 
 
+def _reset_peak() -> None:
+    """Starts a fresh peak at the current footprint, so one-off loading spikes do not count as the step's peak."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+        return
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+    with open("/proc/self/clear_refs", "w") as f:  # "5" resets VmHWM (Linux)
+        f.write("5")
+
+
 def _peak_bytes() -> int:
     if torch.cuda.is_available():
         return torch.cuda.max_memory_allocated()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def measure(mode: str, population_size: int, batch_size: int, max_completion_length: int, dtype: str) -> dict:
@@ -52,8 +76,10 @@ def measure(mode: str, population_size: int, batch_size: int, max_completion_len
         )
         # GRPO needs one group of `num_generations` per prompt: the same B prompts x G completions as ES's N x B.
         trainer = GRPOTrainer(model=model_path, reward_funcs=[accuracy_reward], args=args, train_dataset=dataset)
+        _reset_peak()
         trainer.train()
         weight_bytes = sum(p.numel() * p.element_size() for p in trainer.model.parameters())
+        param_dtype = str(next(trainer.model.parameters()).dtype)
     else:
         from hf_es import ESConfig, ESTrainer
 
@@ -73,8 +99,10 @@ def measure(mode: str, population_size: int, batch_size: int, max_completion_len
         )
         if mode == "es":
             trainer = ESTrainer(model=model_path, reward_funcs=[accuracy_reward], args=args, train_dataset=dataset)
+            _reset_peak()
             trainer.train()
             weight_bytes = sum(t.numel() * t.element_size() for t in trainer.backend.centre.master.values())
+            param_dtype = str(trainer.model.dtype)
         else:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -89,10 +117,12 @@ def measure(mode: str, population_size: int, batch_size: int, max_completion_len
             sampling = SamplingConfig(
                 max_completion_length=max_completion_length, extra={"min_new_tokens": max_completion_length}
             )
+            _reset_peak()
             for _ in range(population_size):
                 backend.generate(texts, sampling)
             weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    return {"mode": mode, "peak_bytes": _peak_bytes(), "weight_bytes": weight_bytes}
+            param_dtype = str(model.dtype)
+    return {"mode": mode, "peak_bytes": _peak_bytes(), "weight_bytes": weight_bytes, "param_dtype": param_dtype}
 
 
 def run(
@@ -142,6 +172,7 @@ def run(
         "es_peak_over_grpo": es / grpo,
         "peak_bytes": {m: [r["peak_bytes"] for r in results[m]] for m in MODES},
         "es_master_bytes": master_bytes,
+        "param_dtype": {m: results[m][0]["param_dtype"] for m in MODES},
         "model_weight_bytes": median("inference", "weight_bytes"),
         "settings": {
             "population_size": population_size,
@@ -149,7 +180,8 @@ def run(
             "max_completion_length": max_completion_length,
             "dtype": dtype,
             "repeats": repeats,
-            "grpo": "TRL GRPOTrainer defaults (AdamW, gradient checkpointing), num_generations=N",
+            "grpo": "TRL GRPOTrainer defaults: fp32 weights + AdamW, bf16 autocast, gradient checkpointing; "
+            "num_generations=N so it samples the same N x B completions",
         },
     }
 
