@@ -1,0 +1,309 @@
+"""The GRPO baseline: TRL's GRPOTrainer on exactly the data, prompts, rewards, evaluation and logging of train_es.py.
+
+    accelerate launch scripts/train_grpo.py --config recipes/smollm2_cpu_arithmetic_grpo.yaml
+    accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml scripts/train_grpo.py \
+        --config recipes/qwen2.5-1.5b-instruct_gsm8k_grpo.yaml
+
+Any `GRPOConfig`, `ModelConfig` or `TaskArguments` field can be set in the YAML or overridden on the command line.
+The task fields (`dataset_name`, `reward_funcs`, `system_prompt`, ...) are those of `scripts/train_es.py`, read by
+the same `hf_es.tasks` registry, so an ES run and a GRPO run on the same task see identical prompts and golds and are
+scored by identical reward functions. Training logs keep TRL's names (`reward`, `reward_std`,
+`rewards/<fn>/mean`, `completions/mean_length`, ...), which `ESTrainer` also uses.
+
+Evaluation is the one `ESTrainer` runs: every evaluation prompt is answered once by the current weights at
+`eval_temperature` (greedy by default), scored by the same reward functions, and logged as `eval_reward`,
+`eval_rewards/<fn>/mean` and `eval_completions/mean_length`. (GRPOTrainer's own evaluation would sample
+`num_generations` completions at the training temperature, which is not what the ES side reports.)
+
+The output folder gets the weights, tokenizer, `reward_curve.png`, TRL's model card plus the training lineage
+(`hf_es_lineage.json`: each stage's method, starting checkpoint and number of updates, so that ES->GRPO and GRPO->ES
+compositions are traceable) and `log_history.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import PreTrainedTokenizerBase
+from transformers.trainer import TRAINING_ARGS_NAME
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
+
+from hf_es.analysis.plots import plot_reward_curve
+from hf_es.generation import SamplingConfig, TransformersGenerationBackend
+from hf_es.models import base_model_id, resolve_model_name_or_path
+from hf_es.tasks import TaskArguments, load_task, reward_functions
+
+LINEAGE_FILE = "hf_es_lineage.json"
+
+
+@dataclass
+class GRPOEvalArguments:
+    """How `scripts/train_grpo.py` evaluates (the same protocol as `ESTrainer.evaluate`).
+
+    Args:
+        eval_temperature: Sampling temperature of evaluation; `0.0` is greedy, as in the ES recipes.
+        eval_max_completion_length: Maximum new tokens at evaluation (defaults to `max_completion_length`).
+    """
+
+    eval_temperature: float = field(default=0.0, metadata={"help": "Evaluation temperature (0: greedy)."})
+    eval_max_completion_length: int | None = field(
+        default=None, metadata={"help": "Max new tokens at evaluation (default: max_completion_length)."}
+    )
+
+
+def read_lineage(model_path: str) -> list[dict[str, Any]]:
+    """The training stages recorded in a checkpoint folder (`hf_es_lineage.json`), or `[]`."""
+    path = os.path.join(model_path, LINEAGE_FILE)
+    if os.path.isfile(path):
+        with open(path) as f:
+            return list(json.load(f))
+    return []
+
+
+def rewards_of(
+    reward_funcs: list[Any],
+    weights: torch.Tensor,
+    examples: list[dict[str, Any]],
+    prompts: list[Any],
+    completions: list[str],
+    completion_ids: list[list[int]],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores completions as `ESTrainer` does: `None` is "not applicable", the total is the weighted sum over the
+    functions that apply.
+
+    Returns:
+        `(per_function, total)`: shapes `(num_completions, num_funcs)` (NaN where not applicable) and
+        `(num_completions,)`.
+    """
+    columns = {key: [example[key] for example in examples] for key in examples[0] if key != "prompt"}
+    per_function = torch.full((len(completions), len(reward_funcs)), float("nan"), dtype=torch.float64)
+    for j, func in enumerate(reward_funcs):
+        values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
+        for i, value in enumerate(values):
+            if value is not None and math.isfinite(float(value)):
+                per_function[i, j] = float(value)
+    total = torch.nansum(per_function * weights, dim=1)
+    return per_function, total
+
+
+class SharedEvalGRPOTrainer(GRPOTrainer):
+    """`GRPOTrainer` whose `evaluate` is `ESTrainer.evaluate`'s protocol (one completion per prompt, same sampling,
+    same reward aggregation, same metric names), so that ES and GRPO evaluation numbers are directly comparable."""
+
+    def __init__(self, *args: Any, eval_arguments: GRPOEvalArguments | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.eval_arguments = eval_arguments or GRPOEvalArguments()
+        self._shared_reward_weights = torch.as_tensor(
+            self.args.reward_weights or [1.0] * len(self.reward_funcs), dtype=torch.float64
+        )
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        super()._save(output_dir, state_dict)
+        # As ESTrainer: never leave the pickled arguments (hub token included); write redacted JSON instead.
+        output_dir = output_dir or self.args.output_dir
+        pickled = os.path.join(output_dir, TRAINING_ARGS_NAME)
+        if os.path.isfile(pickled):
+            os.remove(pickled)
+        with open(os.path.join(output_dir, "training_args.json"), "w") as f:
+            f.write(self.args.to_json_string())
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None) -> None:
+        """Writes TRL's model card plus the hf_es lineage into `args.output_dir` (called on checkpoints and pushes)."""
+        source = getattr(self, "hf_es_source", None)
+        if source is not None and self.is_world_process_zero():
+            write_grpo_card(self, *source)
+
+    def _prompt_text(self, prompt: Any, tokenizer: PreTrainedTokenizerBase) -> str:
+        if isinstance(prompt, str):
+            return prompt
+        return tokenizer.apply_chat_template(
+            prompt, tokenize=False, add_generation_prompt=True, **(self.args.chat_template_kwargs or {})
+        )
+
+    def evaluate(
+        self,
+        eval_dataset: Dataset | dict[str, Dataset] | None = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Scores the current weights on the evaluation set, as `ESTrainer.evaluate` does.
+
+        Args:
+            eval_dataset: Overrides `self.eval_dataset`; a dict evaluates each entry with its key in the prefix.
+            ignore_keys: Unused (kept for `Trainer` compatibility).
+            metric_key_prefix: Prefix of the metric names.
+
+        Returns:
+            `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, runtime.
+        """
+        from trl.models.utils import unwrap_model_for_generation
+
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise ValueError("evaluate() needs an eval_dataset.")
+        if isinstance(dataset, dict):
+            metrics = {}
+            for key, subset in dataset.items():
+                metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
+            return metrics
+        start = time.perf_counter()
+        tokenizer = self.processing_class
+        sampling = SamplingConfig(
+            max_completion_length=self.eval_arguments.eval_max_completion_length or self.args.max_completion_length,
+            temperature=self.eval_arguments.eval_temperature,
+            top_p=self.args.top_p,
+            top_k=self.args.top_k or 0,
+            min_p=self.args.min_p,
+            repetition_penalty=self.args.repetition_penalty,
+        )
+        rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        indices = list(range(rank, len(dataset), world))
+        num_funcs = len(self.reward_funcs)
+        sums = torch.zeros(2 * num_funcs + 3, dtype=torch.float64)
+        was_training = self.model.training
+        self.model.eval()
+        with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped:
+            backend = TransformersGenerationBackend(unwrapped, tokenizer)
+            batch_size = self.args.per_device_eval_batch_size
+            for offset in range(0, len(indices), batch_size):
+                batch = [dataset[i] for i in indices[offset : offset + batch_size]]
+                prompts = [example["prompt"] for example in batch]
+                texts = [self._prompt_text(prompt, tokenizer) for prompt in prompts]
+                result = backend.generate(texts, sampling, seed=self.args.seed + indices[offset])
+                per_function, total = rewards_of(
+                    self.reward_funcs,
+                    self._shared_reward_weights,
+                    batch,
+                    prompts,
+                    result.completions,
+                    result.completion_ids,
+                )
+                sums[0] += total.sum()
+                sums[1 : 1 + num_funcs] += per_function.nan_to_num(0.0).sum(dim=0)
+                sums[1 + num_funcs : 1 + 2 * num_funcs] += (~per_function.isnan()).sum(dim=0)
+                sums[1 + 2 * num_funcs] += sum(len(ids) for ids in result.completion_ids)
+                sums[2 + 2 * num_funcs] += len(result.completion_ids)
+        if world > 1:
+            sums = self.accelerator.reduce(sums.to(self.accelerator.device), reduction="sum").cpu()
+        count = max(float(sums[2 + 2 * num_funcs]), 1.0)
+        metrics = {f"{metric_key_prefix}_reward": float(sums[0]) / count}
+        for j, name in enumerate(self.reward_func_names):
+            applicable = float(sums[1 + num_funcs + j])
+            if applicable:
+                metrics[f"{metric_key_prefix}_rewards/{name}/mean"] = float(sums[1 + j]) / applicable
+        metrics[f"{metric_key_prefix}_completions/mean_length"] = float(sums[1 + 2 * num_funcs]) / count
+        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+        self.log(metrics)  # in eval mode, so GRPOTrainer.log does not fold pending training metrics into it
+        self.model.train(was_training)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+
+def _lineage_line(stage: dict[str, Any]) -> str:
+    line = f"**{stage.get('method', '?')}** from `{stage.get('model', '?')}`"
+    if stage.get("steps") is not None:
+        line += f" for {stage['steps']} steps"
+    if stage.get("dataset"):
+        line += f" on {stage['dataset']}"
+    return line
+
+
+def write_grpo_card(trainer: GRPOTrainer, model_path: str, task_args: TaskArguments) -> list[dict[str, Any]]:
+    """Writes TRL's GRPO model card with the hf_es lineage section, `hf_es_lineage.json` and `log_history.json` into
+    `trainer.args.output_dir`.
+
+    Args:
+        trainer: The GRPO trainer (after training).
+        model_path: The checkpoint training started from (its `hf_es_lineage.json`, if any, is continued).
+        task_args: The task, recorded as the stage's dataset.
+
+    Returns:
+        The lineage: the earlier stages read from `model_path`, then this GRPO stage.
+    """
+    from huggingface_hub import ModelCard
+
+    output_dir = trainer.args.output_dir
+    lineage = read_lineage(model_path) + [
+        {
+            "method": "GRPO",
+            "model": base_model_id(model_path),
+            "steps": trainer.state.global_step,
+            "dataset": task_args.dataset_name,
+        }
+    ]
+    GRPOTrainer.create_model_card(trainer, model_name=os.path.basename(os.path.normpath(output_dir)))
+    card_path = os.path.join(output_dir, "README.md")
+    card = ModelCard.load(card_path)
+    root = lineage[0]["model"]
+    card.data.base_model = root  # the root of the lineage (TRL leaves local folders out)
+    card.text = card.text.replace("[None](https://huggingface.co/None)", f"[{root}](https://huggingface.co/{root})")
+    card.text = card.text.replace('model="None"', f'model="{trainer.args.hub_model_id or output_dir}"')
+    tags = list(card.data.tags or [])
+    card.data.tags = tags + [tag for tag in ("hf_es", "grpo") if tag not in tags]
+    steps = "\n".join(f"{i}. {_lineage_line(stage)}" for i, stage in enumerate(lineage, 1))
+    card.text = card.text.rstrip("\n") + f"\n\n## Lineage\n\n{steps}\n\n![reward curve](reward_curve.png)\n"
+    card.save(card_path)
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, LINEAGE_FILE), "w") as f:
+        json.dump(lineage, f, indent=2)
+    with open(os.path.join(output_dir, "log_history.json"), "w") as f:
+        json.dump(trainer.state.log_history, f, indent=2)
+    return lineage
+
+
+def main(
+    task_args: TaskArguments,
+    training_args: GRPOConfig,
+    model_args: ModelConfig,
+    eval_args: GRPOEvalArguments | None = None,
+) -> SharedEvalGRPOTrainer:
+    """Trains with GRPO on the recipe's task; returns the trainer."""
+    model_path = resolve_model_name_or_path(model_args.model_name_or_path)
+    model_init_kwargs = dict(training_args.model_init_kwargs or {})
+    model_init_kwargs.setdefault("dtype", model_args.dtype or "auto")
+    model_init_kwargs.setdefault("revision", model_args.model_revision)
+    if model_args.attn_implementation:
+        model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
+    training_args.model_init_kwargs = model_init_kwargs
+    training_args.trust_remote_code = training_args.trust_remote_code or getattr(
+        model_args, "trust_remote_code", False
+    )
+
+    train_dataset, eval_dataset = load_task(task_args, seed=training_args.seed)
+    trainer = SharedEvalGRPOTrainer(
+        model=model_path,
+        reward_funcs=reward_functions(task_args.reward_funcs),
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        eval_arguments=eval_args,
+    )
+    trainer.hf_es_source = (model_path, task_args)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if eval_dataset is not None:
+        trainer.evaluate()
+    trainer.save_model(training_args.output_dir)
+    if trainer.is_world_process_zero():
+        write_grpo_card(trainer, model_path, task_args)
+        curve = plot_reward_curve(
+            trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png")
+        )
+        evals = [entry["eval_reward"] for entry in trainer.state.log_history if "eval_reward" in entry]
+        if len(evals) >= 2:
+            print(f"eval_reward: {evals[0]:.4f} at start -> {evals[-1]:.4f} at the end ({len(evals)} evaluations)")
+        print(f"Saved the model to {training_args.output_dir} and the reward curve to {curve}")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=task_args.dataset_name)
+    return trainer
+
+
+if __name__ == "__main__":
+    parser = TrlParser((TaskArguments, GRPOConfig, ModelConfig, GRPOEvalArguments))
+    main(*parser.parse_args_and_config())
