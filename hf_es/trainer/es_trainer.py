@@ -44,6 +44,7 @@ RewardFunc = Callable[..., Sequence[float | None]]
 
 ES_MASTER_NAME = "es_master.safetensors"
 ES_STATE_NAME = "es_state.json"
+LINEAGE_NAME = "hf_es_lineage.json"
 
 
 class RewardFunctionError(RuntimeError):
@@ -623,9 +624,11 @@ class ESTrainer(Trainer):
         hardware = (
             torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
         ) + f" x {self.accelerator.num_processes} process(es)"
+        lineage = self._lineage(dataset_name)
         write_model_card(
             output_dir,
-            base_model=base_model_id(self.base_model_id),
+            base_model=lineage[0].get("model") or base_model_id(self.base_model_id),
+            lineage=lineage if len(lineage) > 1 else None,
             hyperparameters=self.args.to_dict(),
             log_history=self.state.log_history,
             drift=drift,
@@ -636,6 +639,21 @@ class ESTrainer(Trainer):
             repo_id=self.args.hub_model_id,
             secrets=[self.args.hub_token] if self.args.hub_token else (),
         )
+        with open(os.path.join(output_dir, LINEAGE_NAME), "w") as f:
+            json.dump(lineage, f, indent=2)
+
+    def _lineage(self, dataset_name: str | None = None) -> list[dict[str, Any]]:
+        """The training stages up to this one: those recorded in the starting checkpoint's `hf_es_lineage.json`
+        (written by ES and by `scripts/train_grpo.py`, so ES->GRPO->... compositions are traceable), then this ES run."""
+        earlier = []
+        path = os.path.join(self.base_model_id, LINEAGE_NAME)
+        if os.path.isfile(path):
+            with open(path) as f:
+                earlier = list(json.load(f))
+        stage = {"method": "ES", "model": base_model_id(self.base_model_id), "steps": self.state.global_step}
+        if dataset_name:
+            stage["dataset"] = dataset_name
+        return earlier + [stage]
 
     def _save_es_state(self, output_dir: str) -> None:
         centre = self.backend.centre
