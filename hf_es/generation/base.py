@@ -122,6 +122,13 @@ class GenerationBackend(ABC):
             raise RuntimeError("Call init_centre() before moving the weights.")
         return self.centre
 
+    def load_centre(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Replaces the centre with fp32 master weights (e.g. from a checkpoint) and writes them into the engine.
+
+        Engines that keep another copy of the weights (e.g. the HF model beside a vLLM engine) refresh it too.
+        """
+        self._require_centre().load_state_dict(state_dict)
+
     def perturb(self, seed: int, scale: float) -> None:
         """Sets the weights to `centre + scale * eps(seed)`."""
         self._require_centre().perturb_(seed, scale)
