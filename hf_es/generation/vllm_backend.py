@@ -327,6 +327,11 @@ class VLLMGenerationBackend(GenerationBackend):
         self._weights_changed()
         return self.centre
 
+    def load_centre(self, state_dict: dict[str, torch.Tensor]) -> None:
+        super().load_centre(state_dict)
+        self._weights_changed()
+        self._sync_mirror()
+
     def perturb(self, seed: int, scale: float) -> None:
         super().perturb(seed, scale)
         self._weights_changed()
