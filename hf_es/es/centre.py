@@ -91,6 +91,13 @@ class ESCentre:
         """
         if len(seeds) != len(coefficients):
             raise ValueError(f"Got {len(seeds)} seeds but {len(coefficients)} coefficients.")
+        # Checked before the master is touched, so a bad update never reaches the weights.
+        bad = [i for i, c in enumerate(coefficients) if not math.isfinite(c)]
+        if bad or not math.isfinite(learning_rate):
+            raise FloatingPointError(
+                f"Refusing a non-finite ES update: learning_rate={learning_rate}, non-finite coefficients at "
+                f"{bad[:5]} (e.g. {[coefficients[i] for i in bad[:3]]}). The centre is unchanged."
+            )
         squared_norm = 0.0
         if seeds and learning_rate != 0.0:
             buffer = None
@@ -108,6 +115,10 @@ class ESCentre:
                     flat_master[start:end] += delta
                     squared_norm += float(torch.linalg.vector_norm(delta)) ** 2
         self.restore_()
+        if not math.isfinite(squared_norm):
+            raise FloatingPointError(
+                f"The ES update overflowed (squared norm {squared_norm}); the centre is not finite."
+            )
         return math.sqrt(squared_norm)
 
     def state_dict(self) -> dict[str, torch.Tensor]:

@@ -88,6 +88,15 @@ class ESConfig(TrainingArguments):
             What to do when a reward function raises, returns the wrong length, or a non-finite value:
             `"error"` stops with the function and sample named; `"skip_member"` leaves that member out of the update
             (logged as `population/skipped_members`); `"zero"` scores the failing sample 0.
+        reward_timeout (`float`, *optional*, defaults to `600.0`):
+            Seconds one call of one reward function may take (all the completions of one member); a call that runs
+            longer counts as a failure under `reward_failure`. `None` or `0` disables the deadline. Uses `SIGALRM` in
+            the main thread (a hang inside one long C call is only noticed when it returns to Python); elsewhere the
+            call runs in a helper thread that is abandoned on timeout.
+        prompt_overflow (`str`, *optional*, defaults to `"error"`):
+            What to do with a prompt that leaves fewer than `max_completion_length` tokens of the model context:
+            `"error"` stops with the prompt named; `"truncate"` drops tokens from the *start* of the prompt (the end,
+            with the question and the generation prompt, is kept) and logs a warning.
 
         > Generation parameters (as in GRPOConfig)
 
@@ -155,6 +164,13 @@ class ESConfig(TrainingArguments):
     noise_table_size: int = field(default=1 << 25, metadata={"help": "Values in the shared noise table."})
     reward_failure: str = field(
         default="error", metadata={"help": "On a failing reward function: 'error', 'skip_member' or 'zero'."}
+    )
+    reward_timeout: float | None = field(
+        default=600.0, metadata={"help": "Seconds one reward-function call may take; None or 0 disables it."}
+    )
+    prompt_overflow: str = field(
+        default="error",
+        metadata={"help": "Prompts longer than the context allows: 'error' or 'truncate' (keeps the end)."},
     )
 
     # Model
@@ -252,6 +268,14 @@ class ESConfig(TrainingArguments):
         require(
             self.reward_failure in ("error", "skip_member", "zero"),
             f"reward_failure must be 'error', 'skip_member' or 'zero', got {self.reward_failure!r}.",
+        )
+        require(
+            self.reward_timeout is None or self.reward_timeout >= 0,
+            f"reward_timeout must be None or >= 0 seconds (0 disables it), got {self.reward_timeout}.",
+        )
+        require(
+            self.prompt_overflow in ("error", "truncate"),
+            f"prompt_overflow must be 'error' or 'truncate', got {self.prompt_overflow!r}.",
         )
         require(self.num_generations >= 1, f"num_generations must be >= 1, got {self.num_generations}.")
         require(

@@ -8,9 +8,13 @@ checkpoints and Hub pushes; it replaces the optimizer with the ES update and nev
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
+import re
+import shutil
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +32,9 @@ from transformers import (
     Trainer,
     TrainerCallback,
 )
-from transformers.trainer import TRAINING_ARGS_NAME
+from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
+from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints, set_seed
 from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
@@ -45,10 +51,120 @@ RewardFunc = Callable[..., Sequence[float | None]]
 ES_MASTER_NAME = "es_master.safetensors"
 ES_STATE_NAME = "es_state.json"
 LINEAGE_NAME = "hf_es_lineage.json"
+# Checkpoints are written under this prefix and renamed to `checkpoint-N` once complete. The name matches neither
+# Trainer's `checkpoint-*` glob (rotation, resume) nor anything pushed to the Hub (`_*` is ignored).
+STAGING_PREFIX = f"_tmp-{PREFIX_CHECKPOINT_DIR}-"
+_CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+# Reward-function arguments the trainer always passes (TRL's convention); any other required one is a dataset column.
+_TRAINER_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state")
+# ES state fields that must match between a checkpoint and the resuming run for the resume to be exact.
+_RESUME_FIELDS = (
+    "seed",
+    "noise_seed",
+    "noise_type",
+    "noise_table_size",
+    "population_size",
+    "sigma",
+    "estimator",
+    "fitness_shaping",
+    "per_device_train_batch_size",
+    "shuffle_dataset",
+    "num_generations",
+    "max_completion_length",
+    "temperature",
+    "top_p",
+    "top_k",
+)
 
 
 class RewardFunctionError(RuntimeError):
-    """A reward function raised, returned the wrong number of values, or a non-finite value."""
+    """A reward function raised, hung, returned the wrong number of values, or a non-finite value."""
+
+
+class ProcessFailedError(RuntimeError):
+    """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
+
+
+class _RewardTimeout(Exception):
+    pass
+
+
+def _call_with_timeout(func: Callable[..., Any], timeout: float | None, kwargs: dict[str, Any]) -> Any:
+    """Calls `func(**kwargs)`, raising `_RewardTimeout` after `timeout` seconds (None/0: no deadline).
+
+    In the main thread a `SIGALRM` timer interrupts the call (an outer timer is re-armed afterwards); elsewhere the call
+    runs in a daemon thread that is abandoned when it misses the deadline.
+    """
+    if not timeout:
+        return func(**kwargs)
+    from ..rewards._timeout import SampleTimeout, call_with_deadline, signal_timer_available
+
+    if signal_timer_available():
+        try:
+            return call_with_deadline(lambda: func(**kwargs), timeout)
+        except SampleTimeout:
+            raise _RewardTimeout(f"timed out after {timeout:g}s") from None
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = func(**kwargs)
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="hf_es-reward", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise _RewardTimeout(f"timed out after {timeout:g}s (the call is left running in a daemon thread)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def _code_constants(func: Any) -> set[str]:
+    """String constants in a function's code (nested code objects included), to recognise `kwargs["column"]`."""
+    code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
+    found, stack = set(), [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        for const in current.co_consts:
+            if isinstance(const, str):
+                found.add(const)
+            elif hasattr(const, "co_consts"):
+                stack.append(const)
+    return found
+
+
+def _missing_column(error: BaseException, func: Any, columns: Sequence[str]) -> str | None:
+    """The dataset column a reward function failed to find, judged from its exception, or None."""
+    text = str(error)
+    if isinstance(error, TypeError):
+        match = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: '(\w+)'", text)
+        if match and match.group(1) not in columns and match.group(1) not in _TRAINER_REWARD_ARGS:
+            return match.group(1)
+    if isinstance(error, KeyError) and error.args and isinstance(error.args[0], str):
+        key = error.args[0]
+        if key.isidentifier() and key not in columns and key in _code_constants(func):
+            return key
+    match = re.search(r"needs the dataset column '(\w+)'", text)  # hf_es.rewards' own message
+    if match and match.group(1) not in columns:
+        return match.group(1)
+    return None
+
+
+def _valid_text(text: str) -> tuple[str, bool]:
+    """Replaces what cannot be UTF-8 (lone surrogates, e.g. from bytes decoded with `surrogateescape`) by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text, False
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", errors="surrogatepass")
+    return raw.decode("utf-8", errors="replace"), True
 
 
 class _EpochShuffleSampler(Sampler[int]):
@@ -86,6 +202,19 @@ class _NoOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         return None
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _identity_collator(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -175,6 +304,7 @@ class ESTrainer(Trainer):
 
         for name, dataset in self._named_datasets(train_dataset, eval_dataset):
             self._check_dataset(dataset, name)
+            self._check_reward_columns(dataset, name)
 
         super().__init__(
             model=model,
@@ -243,6 +373,35 @@ class ESTrainer(Trainer):
         if len(dataset) == 0:
             raise ValueError(f"{name} is empty.")
 
+    def _check_reward_columns(self, dataset: Any, name: str) -> None:
+        """Fails early when a reward function declares a required argument that is no column of `dataset`."""
+        columns = list(getattr(dataset, "column_names", None) or [])
+        if not columns:
+            return
+        for func, func_name in zip(self.reward_funcs, self.reward_func_names):
+            try:
+                parameters = inspect.signature(func).parameters.values()
+            except (TypeError, ValueError):
+                continue
+            for parameter in parameters:
+                required = parameter.default is inspect.Parameter.empty and parameter.kind in (
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    inspect.Parameter.KEYWORD_ONLY,
+                )
+                if required and parameter.name not in _TRAINER_REWARD_ARGS and parameter.name not in columns:
+                    raise ValueError(
+                        f"Reward function {func_name!r} " + self._missing_column_message(parameter.name, columns, name)
+                    )
+
+    @staticmethod
+    def _missing_column_message(column: str, columns: Sequence[str], dataset_name: str) -> str:
+        return (
+            f"needs the dataset column {column!r}, but {dataset_name} has no such "
+            f"column (columns: {list(columns)}). Reward functions receive every column except 'prompt' as a "
+            f"keyword argument: add the column, or rename the one holding the gold answers, e.g. "
+            f"`{dataset_name} = {dataset_name}.rename_column('answer', {column!r})`."
+        )
+
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
             from ..generation.vllm_backend import VLLMGenerationBackend  # optional dependency
@@ -296,6 +455,8 @@ class ESTrainer(Trainer):
     def _prompt_texts(self, prompts: list[Any]) -> list[str]:
         texts = []
         for prompt in prompts:
+            if isinstance(prompt, (bytes, bytearray)):
+                prompt = bytes(prompt).decode("utf-8", errors="surrogateescape")  # made valid below
             if _is_conversational(prompt):
                 texts.append(
                     self.processing_class.apply_chat_template(
@@ -312,18 +473,57 @@ class ESTrainer(Trainer):
                     f"A prompt must be a string or a list of chat messages with 'role' and 'content', got "
                     f"{type(prompt).__name__}: {str(prompt)[:80]!r}."
                 )
+        invalid = []
+        for index, text in enumerate(texts):
+            texts[index], replaced = _valid_text(text)
+            if replaced:
+                invalid.append(index)
+        if invalid:
+            logger.warning(
+                f"Prompts {invalid[:10]} of the batch hold bytes that are not valid UTF-8; they were replaced by "
+                "U+FFFD. Clean the dataset (e.g. decode with errors='replace') to silence this warning."
+            )
         limit = self.backend.max_context_length()
         if limit is not None:
+            budget = limit - self.sampling.max_completion_length
             lengths = [len(ids) for ids in self.processing_class(texts, add_special_tokens=False)["input_ids"]]
+            truncated = []
             for index, length in enumerate(lengths):
-                if length + self.sampling.max_completion_length > limit:
+                if length <= budget:
+                    continue
+                if self.args.prompt_overflow != "truncate" or budget < 1:
                     raise ValueError(
                         f"Prompt {index} of the batch has {length} tokens; with max_completion_length="
                         f"{self.sampling.max_completion_length} it exceeds the model context of {limit} tokens. "
-                        f"Filter long prompts from the dataset or lower max_completion_length. Prompt starts: "
-                        f"{texts[index][:120]!r}"
+                        + (
+                            "Filter long prompts from the dataset, lower max_completion_length, or set "
+                            "prompt_overflow='truncate' to keep the end of such prompts. "
+                            if budget >= 1
+                            else "max_completion_length alone fills the context; lower it. "
+                        )
+                        + f"Prompt starts: {texts[index][:120]!r}"
                     )
+                texts[index] = self._keep_last_tokens(texts[index], budget)
+                truncated.append((index, length))
+            if truncated:
+                logger.warning(
+                    f"Truncated {len(truncated)} prompt(s) from the left to {budget} tokens (context {limit} minus "
+                    f"max_completion_length {self.sampling.max_completion_length}); (index, tokens): {truncated[:10]}."
+                )
+                self._metrics["train"]["prompts/truncated"].append(float(len(truncated)))
         return texts
+
+    def _keep_last_tokens(self, text: str, budget: int) -> str:
+        """The longest suffix of `text`, cut at a token boundary, that tokenizes to at most `budget` tokens."""
+        keep = budget
+        for _ in range(8):  # re-tokenising a suffix can merge differently; shrink until it fits
+            ids = self.processing_class(text, add_special_tokens=False)["input_ids"]
+            suffix = self.processing_class.decode(ids[-keep:], skip_special_tokens=False)
+            length = len(self.processing_class(suffix, add_special_tokens=False)["input_ids"])
+            if length <= budget:
+                return suffix
+            keep -= length - budget
+        raise ValueError(f"Could not truncate a prompt to {budget} tokens; filter long prompts from the dataset.")
 
     def _score(
         self, inputs: list[dict[str, Any]], result: GenerationResult, where: str
@@ -358,17 +558,33 @@ class ESTrainer(Trainer):
             logger.warning(f"{message} ({where}); reward_failure={policy!r}.")
 
         for j, (func, name) in enumerate(zip(self.reward_funcs, self.reward_func_names)):
+            kwargs = dict(
+                prompts=prompts,
+                completions=completions,
+                completion_ids=result.completion_ids,
+                trainer_state=self.state,
+                **columns,
+            )
             try:
-                values = func(
-                    prompts=prompts,
-                    completions=completions,
-                    completion_ids=result.completion_ids,
-                    trainer_state=self.state,
-                    **columns,
-                )
+                values = _call_with_timeout(func, self.args.reward_timeout, kwargs)
             except RewardFunctionError:
                 raise
+            except _RewardTimeout as error:
+                fail(
+                    f"Reward function {name!r} {error} on {num} completions (completion 0 starts "
+                    f"{result.completions[0][:80]!r})"
+                )
+                if policy == "skip_member":
+                    return None
+                per_function[:, j] = 0.0
+                continue
             except Exception as error:
+                missing = _missing_column(error, func, list(inputs[0]))
+                if missing is not None:  # a configuration error, not a bad sample: stop whatever the policy
+                    raise RewardFunctionError(
+                        f"Reward function {name!r} raised {type(error).__name__}: {error} ({where}). It "
+                        + self._missing_column_message(missing, list(inputs[0]), "dataset")
+                    ) from error
                 fail(f"Reward function {name!r} raised {type(error).__name__}: {error}")
                 if policy == "skip_member":
                     return None
@@ -415,16 +631,84 @@ class ESTrainer(Trainer):
     def _es_step(self, inputs: list[dict[str, Any]]) -> float:
         args, step = self.args, self.state.global_step
         start = time.perf_counter()
-        prompt_texts = self._prompt_texts([example["prompt"] for example in inputs])
         members = make_population(args.noise_seed, step, args.population_size, args.estimator)
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
+        # Global RNGs (python, numpy, torch) are a function of (seed, step, process), so that reward functions that
+        # draw random numbers resume exactly and a checkpoint needs no (pickled) RNG state.
+        set_seed(stable_seed(args.seed, "step-rng", step, rank) % 2**32)
         num_funcs = len(self.reward_funcs)
-        # Per member: reward, per-function means, mean length, clipped ratio, generated tokens.
-        stats = torch.zeros(len(members), num_funcs + 4, dtype=torch.float64)
+        # Per member: reward, per-function means, mean length, clipped ratio, generated tokens. The extra last row
+        # counts processes that failed, so a failure reaches every process with the rewards, in the same all-reduce.
+        stats = torch.zeros(len(members) + 1, num_funcs + 4, dtype=torch.float64)
         timing = defaultdict(float)
         self._last_samples = []
+        error: Exception | None = None
+        try:
+            prompt_texts = self._prompt_texts([example["prompt"] for example in inputs])
+            self._evaluate_members(members[rank::world], inputs, prompt_texts, stats, timing, step)
+        except Exception as caught:
+            if world == 1:
+                raise
+            error = caught
+            stats[-1, 0] = 1.0
+        finally:
+            tick = time.perf_counter()
+            self.backend.restore()
+            timing["perturb_restore"] += time.perf_counter() - tick
 
-        for member in members[rank::world]:
+        tick = time.perf_counter()
+        if world > 1:
+            # Only N x (a few) numbers cross processes: members not evaluated here hold zeros.
+            stats = self.accelerator.reduce(stats.to(self.args.device), reduction="sum").cpu()
+            if stats[-1, 0] > 0:
+                self._raise_process_failure(error, step)
+        stats = stats[:-1]
+        timing["communication"] = time.perf_counter() - tick
+
+        rewards = stats[:, 0]
+        estimate = estimate_update(members, rewards, self.fitness_shaping)
+        tick = time.perf_counter()
+        learning_rate = self._get_learning_rate()
+        update_norm = 0.0
+        if not estimate.skipped:
+            try:
+                update_norm = self.backend.apply_update(estimate.seeds, estimate.coefficients, learning_rate)
+            except FloatingPointError as caught:
+                raise FloatingPointError(
+                    f"Step {step}: {caught} Rewards of the members: {rewards.tolist()}. Check the reward functions "
+                    "for huge values, or use fitness_shaping='centered_rank'."
+                ) from caught
+        timing["update"] = time.perf_counter() - tick
+        if estimate.skipped:
+            logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
+
+        self._log_step(stats, estimate, update_norm, timing, time.perf_counter() - start)
+        valid = rewards[torch.isfinite(rewards)]
+        return float(valid.mean()) if valid.numel() else float("nan")
+
+    def _raise_process_failure(self, error: Exception | None, step: int) -> None:
+        """Called on every process when at least one failed in the step: shares the messages, then raises."""
+        from accelerate.utils import gather_object
+
+        message = None if error is None else f"{type(error).__name__}: {error}"
+        messages = gather_object([message])
+        if error is not None:
+            raise error
+        failed = "; ".join(f"process {index}: {text}" for index, text in enumerate(messages) if text)
+        raise ProcessFailedError(f"Step {step}: stopping because another process failed ({failed}).")
+
+    def _evaluate_members(
+        self,
+        members: list[Any],
+        inputs: list[dict[str, Any]],
+        prompt_texts: list[str],
+        stats: torch.Tensor,
+        timing: dict[str, float],
+        step: int,
+    ) -> None:
+        """Perturbs, generates and scores this process's members, writing their rows of `stats`."""
+        args, num_funcs = self.args, len(self.reward_funcs)
+        for member in members:
             tick = time.perf_counter()
             self.backend.perturb(member.seed, member.sign * args.sigma)
             timing["perturb_restore"] += time.perf_counter() - tick
@@ -449,31 +733,6 @@ class ESTrainer(Trainer):
             stats[member.index, 1 : num_funcs + 1] = per_function.nanmean(dim=0)
             if not self._last_samples:
                 self._last_samples = list(zip(prompt_texts, result.completions, total.tolist()))
-
-        tick = time.perf_counter()
-        self.backend.restore()
-        timing["perturb_restore"] += time.perf_counter() - tick
-
-        tick = time.perf_counter()
-        if world > 1:
-            # Only N x (a few) numbers cross processes: members not evaluated here hold zeros.
-            stats = self.accelerator.reduce(stats.to(self.args.device), reduction="sum").cpu()
-        timing["communication"] = time.perf_counter() - tick
-
-        rewards = stats[:, 0]
-        estimate = estimate_update(members, rewards, self.fitness_shaping)
-        tick = time.perf_counter()
-        learning_rate = self._get_learning_rate()
-        update_norm = 0.0
-        if not estimate.skipped:
-            update_norm = self.backend.apply_update(estimate.seeds, estimate.coefficients, learning_rate)
-        timing["update"] = time.perf_counter() - tick
-        if estimate.skipped:
-            logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
-
-        self._log_step(stats, estimate, update_norm, timing, time.perf_counter() - start)
-        valid = rewards[torch.isfinite(rewards)]
-        return float(valid.mean()) if valid.numel() else float("nan")
 
     def _log_step(self, stats, estimate, update_norm: float, timing: dict[str, float], wall: float) -> None:
         metrics = self._metrics["train"]
@@ -588,6 +847,132 @@ class ESTrainer(Trainer):
 
     # ------------------------------------------------------- save / resume
 
+    def train(
+        self,
+        resume_from_checkpoint: str | bool | None = None,
+        trial: Any = None,
+        ignore_keys_for_eval: list[str] | None = None,
+    ):
+        """Trains with ES; as `Trainer.train`, but `resume_from_checkpoint=True` takes the latest *complete* checkpoint
+        in `args.output_dir` (incomplete ones, e.g. from a crash, are skipped with a warning) and an explicit
+        checkpoint is checked for completeness before anything is loaded."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = self._latest_complete_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"No complete checkpoint found in output directory ({self.args.output_dir}).")
+            logger.info(f"Resuming from {resume_from_checkpoint}.")
+        elif isinstance(resume_from_checkpoint, (str, os.PathLike)):
+            problem = self._checkpoint_problem(str(resume_from_checkpoint))
+            if problem is not None:
+                raise ValueError(f"Cannot resume from {resume_from_checkpoint}: {problem}.")
+        return super().train(resume_from_checkpoint, trial, ignore_keys_for_eval)
+
+    @staticmethod
+    def _checkpoint_problem(checkpoint: str) -> str | None:
+        """Why `checkpoint` cannot be resumed from (a missing or unreadable file), or None if it is complete."""
+        if not os.path.isdir(checkpoint):
+            return "no such directory"
+        for name in (TRAINER_STATE_NAME, ES_STATE_NAME):
+            path = os.path.join(checkpoint, name)
+            try:
+                with open(path) as f:
+                    json.load(f)
+            except FileNotFoundError:
+                return f"{name} is missing (the save did not finish)"
+            except (OSError, ValueError) as error:
+                return f"{name} is unreadable ({error})"
+        if not any(
+            os.path.isfile(os.path.join(checkpoint, name))
+            for name in ("model.safetensors", "model.safetensors.index.json")
+        ):
+            return "model.safetensors is missing (the save did not finish)"
+        return None
+
+    @classmethod
+    def _latest_complete_checkpoint(cls, output_dir: str) -> str | None:
+        if not os.path.isdir(output_dir):
+            return None
+        steps = sorted(
+            (int(match.group(1)), name)
+            for name in os.listdir(output_dir)
+            if (match := _CHECKPOINT_RE.match(name)) and os.path.isdir(os.path.join(output_dir, name))
+        )
+        for _, name in reversed(steps):
+            path = os.path.join(output_dir, name)
+            problem = cls._checkpoint_problem(path)
+            if problem is None:
+                return path
+            logger.warning(f"Skipping incomplete checkpoint {path}: {problem}.")
+        return None
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """Writes the checkpoint into `_tmp-checkpoint-N`, then renames it to `checkpoint-N`: a crash at any point
+        leaves either the complete new checkpoint or none (the previous one is then the latest)."""
+        if self.hp_search_backend is None and trial is None:
+            self.store_flos()
+        run_dir = self._get_output_dir(trial=trial)
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        final_dir = os.path.join(run_dir, name)
+        staging_dir = os.path.join(run_dir, STAGING_PREFIX + str(self.state.global_step))
+        if self.args.should_save:
+            os.makedirs(run_dir, exist_ok=True)
+            for stale in os.listdir(run_dir):  # left by a crash during an earlier save
+                if stale.startswith(STAGING_PREFIX) or stale.startswith("_old-" + PREFIX_CHECKPOINT_DIR):
+                    shutil.rmtree(os.path.join(run_dir, stale), ignore_errors=True)
+        self.save_model(staging_dir, _internal_call=True)
+        if self.state.best_global_step:
+            best_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.best_global_step}")
+            if self.state.best_global_step == self.state.global_step or os.path.exists(best_dir):
+                self.state.best_model_checkpoint = best_dir
+        if self.args.should_save:
+            for callback in self.callback_handler.callbacks + [self.control]:
+                if isinstance(callback, ExportableState):
+                    key, callback_state = callback.__class__.__name__, callback.state()
+                    if isinstance(self.state.stateful_callbacks.get(key), list):
+                        self.state.stateful_callbacks[key].append(callback_state)
+                    else:
+                        self.state.stateful_callbacks[key] = callback_state
+            self.state.save_to_json(os.path.join(staging_dir, TRAINER_STATE_NAME))
+            self._commit_checkpoint(staging_dir, final_dir)
+        self.accelerator.wait_for_everyone()
+        if self.args.push_to_hub:
+            self._push_from_checkpoint(final_dir)
+        if self.args.should_save:
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+
+    @staticmethod
+    def _commit_checkpoint(staging_dir: str, final_dir: str) -> None:
+        """Flushes every file of `staging_dir` to disk, then atomically renames it to `final_dir`."""
+        for root, _, files in os.walk(staging_dir):
+            for file in files:
+                with open(os.path.join(root, file), "rb") as f:
+                    os.fsync(f.fileno())
+        old_dir = None
+        if os.path.exists(final_dir):  # re-saving the same step (e.g. a rerun without resume): swap it out
+            old_dir = os.path.join(os.path.dirname(final_dir), "_old-" + os.path.basename(final_dir))
+            shutil.rmtree(old_dir, ignore_errors=True)
+            os.replace(final_dir, old_dir)
+        os.replace(staging_dir, final_dir)
+        _fsync_dir(os.path.dirname(final_dir))
+        if old_dir is not None:
+            shutil.rmtree(old_dir, ignore_errors=True)
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        # ES re-derives every RNG from (seed, step, process) at each step: nothing to load, and no pickle to trust.
+        return None
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        # No optimizer state; the learning-rate schedule is fast-forwarded from global_step.
+        return None
+
+    def _load_scaler(self, checkpoint: str | None) -> None:
+        return None
+
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Saves the centre weights (model dtype), tokenizer, ES state (fp32 master in mixed precision) and the
         model card with reward curve and drift statistics."""
@@ -667,27 +1052,45 @@ class ESTrainer(Trainer):
             )
         state = {
             "global_step": self.state.global_step,
-            "noise_seed": self.args.noise_seed,
-            "noise_type": self.args.noise_type,
-            "noise_table_size": self.args.noise_table_size,
-            "population_size": self.args.population_size,
-            "sigma": self.args.sigma,
-            "estimator": self.args.estimator,
-            "fitness_shaping": str(self.args.fitness_shaping),
+            "epoch": self.state.epoch,
+            **{name: self._resume_field(name) for name in _RESUME_FIELDS},
             "has_fp32_master": not live_is_master,
             "total_generated_tokens": self._total_generated_tokens,
         }
         with open(os.path.join(output_dir, ES_STATE_NAME), "w") as f:
             json.dump(state, f, indent=2)
 
+    def _resume_field(self, name: str) -> Any:
+        value = getattr(self.args, name)
+        return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
     def _load_es_state(self, checkpoint: str) -> None:
+        state_path = os.path.join(checkpoint, ES_STATE_NAME)
+        state: dict[str, Any] = {}
+        if os.path.isfile(state_path):
+            with open(state_path) as f:
+                state = json.load(f)
         master_path = os.path.join(checkpoint, ES_MASTER_NAME)
+        if state.get("has_fp32_master") and not os.path.isfile(master_path):
+            raise ValueError(f"Cannot resume from {checkpoint}: {ES_MASTER_NAME} is missing.")
         if os.path.isfile(master_path):
-            self.backend.centre.load_state_dict(load_file(master_path, device="cpu"))
+            self.backend.load_centre(load_file(master_path, device="cpu"))
         else:
             # fp32 model: the model weights Trainer loaded are the exact centre.
             self.backend.init_centre(self.backend.centre.noise)
-        state_path = os.path.join(checkpoint, ES_STATE_NAME)
-        if os.path.isfile(state_path):
-            with open(state_path) as f:
-                self._total_generated_tokens = json.load(f).get("total_generated_tokens", 0)
+        bad = [name for name, tensor in self.backend.centre.master.items() if not torch.isfinite(tensor).all()]
+        if bad:
+            raise ValueError(
+                f"Checkpoint {checkpoint} holds non-finite weights (e.g. {bad[:3]}); resume from an earlier one."
+            )
+        self._total_generated_tokens = state.get("total_generated_tokens", 0)
+        changed = {
+            name: (state[name], self._resume_field(name))
+            for name in _RESUME_FIELDS
+            if name in state and state[name] != self._resume_field(name)
+        }
+        if changed:
+            logger.warning(
+                f"Resuming from {checkpoint} with different settings (checkpoint, now): {changed}; the run will not "
+                "reproduce an uninterrupted one."
+            )
