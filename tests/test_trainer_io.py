@@ -95,3 +95,19 @@ def test_push_to_hub_uploads_the_card_and_weights(tmp_path, monkeypatch):
     trainer.push_to_hub()
     assert uploads and uploads[-1][0] == "me/tiny-es"
     assert {"README.md", "model.safetensors", "es_state.json"} <= set(uploads[-1][1])
+
+
+def test_verifier_failure_counters_are_logged_per_step(tmp_path):
+    from datasets import Dataset
+
+    from hf_es.rewards import make_accuracy_reward
+
+    accuracy = make_accuracy_reward(extract="boxed")
+    dataset = Dataset.from_dict({"prompt": [f"What is {i} + 1?" for i in range(8)],
+                                 "solution": [str(i + 1) for i in range(8)]})
+    trainer = make_trainer(tmp_path, reward_funcs=[accuracy], dataset=dataset, max_steps=2)
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    # A random tiny model never writes \boxed{...}: every completion of every member lacks an answer.
+    assert [h["rewards/accuracy_reward/no_answer"] for h in logged] == [8 * 4, 8 * 4]
+    assert all(h["rewards/accuracy_reward/timeouts"] == 0 for h in logged)
