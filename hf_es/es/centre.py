@@ -88,15 +88,20 @@ class ESCentre:
 
         Returns:
             The L2 norm of the applied update (computed in float64 over all evolved scalars).
+
+        Raises:
+            `FloatingPointError`: a coefficient or the learning rate is not finite (or would overflow float32); the
+                centre is left unchanged.
         """
         if len(seeds) != len(coefficients):
             raise ValueError(f"Got {len(seeds)} seeds but {len(coefficients)} coefficients.")
         # Checked before the master is touched, so a bad update never reaches the weights.
-        bad = [i for i, c in enumerate(coefficients) if not math.isfinite(c)]
+        # A step of 1e30 per unit of noise would overflow float32 weights: as bad as NaN.
+        bad = [i for i, c in enumerate(coefficients) if not (math.isfinite(c) and abs(learning_rate * c) < 1e30)]
         if bad or not math.isfinite(learning_rate):
             raise FloatingPointError(
-                f"Refusing a non-finite ES update: learning_rate={learning_rate}, non-finite coefficients at "
-                f"{bad[:5]} (e.g. {[coefficients[i] for i in bad[:3]]}). The centre is unchanged."
+                f"Refusing a non-finite ES update: learning_rate={learning_rate}, non-finite or overflowing "
+                f"coefficients at {bad[:5]} (e.g. {[coefficients[i] for i in bad[:3]]}). The centre is unchanged."
             )
         squared_norm = 0.0
         if seeds and learning_rate != 0.0:

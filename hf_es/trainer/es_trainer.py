@@ -18,12 +18,13 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset, IterableDataset
 from safetensors.torch import load_file, save_file
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Sampler
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -34,7 +35,7 @@ from transformers import (
 )
 from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints, set_seed
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed, sort_checkpoints
 from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
@@ -187,11 +188,19 @@ class _EpochShuffleSampler(Sampler[int]):
         return self.num_samples
 
 
+class _EpochBatchSampler(BatchSampler):
+    """Batches of `_EpochShuffleSampler` that forward `set_epoch`: when Trainer resumes mid-epoch it wraps the batch
+    sampler to skip the batches already trained on, and sets the epoch through `batch_sampler.batch_sampler`."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+
 class _SharedBatchDataLoader(DataLoader):
     """A DataLoader that is *not* sharded across processes: in ES every process evaluates the same prompts."""
 
     def set_epoch(self, epoch: int) -> None:
-        self.sampler.set_epoch(epoch)
+        self.batch_sampler.set_epoch(epoch)
 
 
 class _NoOptimizer(torch.optim.Optimizer):
@@ -415,13 +424,10 @@ class ESTrainer(Trainer):
         if self.train_dataset is None:
             raise ValueError("ESTrainer.train() needs a train_dataset.")
         sampler = _EpochShuffleSampler(len(self.train_dataset), self.args.seed, self.args.shuffle_dataset)
-        return _SharedBatchDataLoader(
-            self.train_dataset,
-            batch_size=self.args.per_device_train_batch_size,
-            sampler=sampler,
-            collate_fn=_identity_collator,
-            drop_last=self.args.dataloader_drop_last,
+        batch_sampler = _EpochBatchSampler(
+            sampler, batch_size=self.args.per_device_train_batch_size, drop_last=self.args.dataloader_drop_last
         )
+        return _SharedBatchDataLoader(self.train_dataset, batch_sampler=batch_sampler, collate_fn=_identity_collator)
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         if self.optimizer is None:
@@ -938,12 +944,28 @@ class ESTrainer(Trainer):
         if self.args.push_to_hub:
             self._push_from_checkpoint(final_dir)
         if self.args.should_save:
-            rotate_checkpoints(
-                output_dir=run_dir,
-                save_total_limit=self.args.save_total_limit,
-                best_model_checkpoint=self.state.best_model_checkpoint,
-                use_mtime=True,
-            )
+            self._rotate_checkpoints(run_dir)
+
+    def _rotate_checkpoints(self, run_dir: str) -> None:
+        """`save_total_limit` as in Trainer, but each old checkpoint is first renamed out of the `checkpoint-N`
+        namespace, so a crash while deleting it never leaves a half-deleted `checkpoint-N`."""
+        limit = self.args.save_total_limit
+        if limit is None or limit <= 0:
+            return
+        checkpoints = sort_checkpoints(run_dir, use_mtime=True)
+        best = self.state.best_model_checkpoint
+        protected = set(checkpoints[-1:]) | ({str(Path(best))} if best is not None else set())
+        remaining = len(checkpoints)
+        for checkpoint in checkpoints:
+            if remaining <= max(limit, len(protected)):
+                break
+            if checkpoint in protected:
+                continue
+            doomed = os.path.join(run_dir, "_old-" + os.path.basename(checkpoint))
+            shutil.rmtree(doomed, ignore_errors=True)
+            os.replace(checkpoint, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+            remaining -= 1
 
     @staticmethod
     def _commit_checkpoint(staging_dir: str, final_dir: str) -> None:

@@ -7,8 +7,10 @@ SIGKILL while saving the checkpoint of step 2 (by itself at an exact point, or b
 as the staging folder appears). Writes `OUTPUT_ROOT/killed.json`: point -> how the child ended.
 """
 
+import inspect
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -60,10 +62,7 @@ def die() -> None:
 
 
 def install_kill(point: str, trainer: ESTrainer) -> None:
-    from transformers import trainer_utils
     from transformers.trainer_callback import TrainerState
-
-    import hf_es.trainer.es_trainer as es_trainer
 
     def at_kill_step() -> bool:
         return trainer.state.global_step == KILL_STEP
@@ -79,7 +78,8 @@ def install_kill(point: str, trainer: ESTrainer) -> None:
                 die()
             return result
 
-        setattr(owner, name, wrapper)
+        is_static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+        setattr(owner, name, staticmethod(wrapper) if is_static else wrapper)
 
     if point == "after_model_weights":  # model.safetensors written, fp32 master and ES state not yet
         wrap(ESTrainer, "_save_es_state")
@@ -88,19 +88,19 @@ def install_kill(point: str, trainer: ESTrainer) -> None:
     elif point == "before_rename":  # complete staging folder, not renamed yet
         wrap(ESTrainer, "_commit_checkpoint")
     elif point == "after_rename":  # new checkpoint in place, old one not rotated away yet
-        wrap(es_trainer, "rotate_checkpoints")
+        wrap(ESTrainer, "_rotate_checkpoints")
     elif point == "mid_rotation":  # the old checkpoint half deleted
-        original_rmtree = trainer_utils.shutil.rmtree
+        original_rmtree = shutil.rmtree
 
         def half_rmtree(path, *args, **kwargs):
-            if at_kill_step() and os.path.basename(str(path)).startswith("checkpoint-"):
+            if at_kill_step() and os.path.basename(str(path)).startswith("_old-checkpoint-") and os.path.isdir(path):
                 files = sorted(os.listdir(path))
                 for name in files[: len(files) // 2]:
                     os.remove(os.path.join(path, name))
                 die()
             return original_rmtree(path, *args, **kwargs)
 
-        trainer_utils.shutil.rmtree = half_rmtree
+        shutil.rmtree = half_rmtree
     elif point != "external":
         raise ValueError(point)
 
