@@ -261,23 +261,9 @@ def test_sampling_is_seeded(tokenizer, vllm_backend):
 
 def _small_llama(seed: int = 0):
     """A random 2-layer Llama with 64-dim heads (vLLM's CPU attention needs a supported head size)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from utils import tiny_llama
 
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=49152,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(seed, hidden_size=128, intermediate_size=256, num_attention_heads=2, num_key_value_heads=1)
 
 
 def _train(tmp_path, tokenizer, use_vllm: bool):

@@ -22,7 +22,7 @@ def tiny_llama(seed: int = 0, vocab_size: int = 49152, **overrides) -> LlamaForC
     import torch
 
     torch.manual_seed(seed)
-    config = LlamaConfig(
+    values = dict(
         vocab_size=vocab_size,
         hidden_size=32,
         intermediate_size=64,
@@ -34,8 +34,9 @@ def tiny_llama(seed: int = 0, vocab_size: int = 49152, **overrides) -> LlamaForC
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=2,
-        **overrides,
     )
+    values.update(overrides)
+    config = LlamaConfig(**values)
     return LlamaForCausalLM(config).eval()
 
 
