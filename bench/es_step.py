@@ -57,6 +57,8 @@ def run(
     batch = [trainer.train_dataset[i] for i in range(batch_size)]
     texts = trainer._prompt_texts([example["prompt"] for example in batch])
     trainer.state.global_step = 0
+    # Outside train(): give the step its learning-rate schedule as `Trainer` would.
+    trainer.create_scheduler(num_training_steps=repeats + 1, optimizer=trainer.create_optimizer())
 
     def generation_only() -> float:
         start = time.perf_counter()

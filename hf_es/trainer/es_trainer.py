@@ -41,6 +41,7 @@ from transformers.utils import logging
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
 from ..models import base_model_id
+from ..rewards import get_reward_stats
 from .es_config import ESConfig
 
 logger = logging.get_logger(__name__)
@@ -776,6 +777,11 @@ class ESTrainer(Trainer):
                     logs[key] = sum(values) / len(values)
             logs["total_generated_tokens"] = self._total_generated_tokens
             logs.pop("grad_norm", None)  # ES has no gradients
+            for func in self.reward_funcs:
+                # Verifier failure counters since the last log (timeouts, errors, missing answers; this process).
+                for key, value in get_reward_stats(func, reset=True).items():
+                    if key.rsplit("/", 1)[-1] in ("timeouts", "errors", "no_answer", "untimed"):
+                        logs[key] = value
             self._metrics["train"].clear()
             if self.args.log_completions and self._last_samples and self.is_world_process_zero():
                 self._print_completions()
