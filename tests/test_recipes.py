@@ -212,8 +212,9 @@ def test_composition_second_stage_starts_from_first_stage_weights(tmp_path):
     from hf_es.models import prepare_smollm2
 
     base = compose.weights_checksum(prepare_smollm2())
-    es_args = TINY_ES + " --population_size 4 --temperature 1.0 --sigma 0.01"
-    grpo_args = TINY_GRPO + " --num_generations 4 --learning_rate 1e-4"
+    moving = " --max_completion_length 10 --temperature 0.7"  # sampled rewards differ, so stage 1 updates
+    es_args = TINY_ES + moving + " --per_device_train_batch_size 8 --population_size 4 --sigma 0.01"
+    grpo_args = TINY_GRPO + moving + " --per_device_train_batch_size 16 --num_generations 4 --learning_rate 1e-4"
     # ES -> GRPO: ES moves, GRPO (lr 0) keeps; GRPO -> ES: GRPO moves, ES (alpha 0) keeps.
     for order, es_extra, grpo_extra in (
         ("es_grpo", es_args, TINY_GRPO + " --learning_rate 0"),
