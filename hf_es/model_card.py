@@ -699,10 +699,13 @@ def push_checkpoint(
     r"""
     Uploads a checkpoint folder to the Hub in a single commit, retrying with exponential backoff.
 
-    The local folder is never modified or deleted, whatever happens. Before uploading, every text file that would be
-    sent is checked for the token (and for anything shaped like a Hugging Face token); if one is found the upload is
-    refused with a `ValueError` naming the file, never the token. Error messages that are logged or raised have the
-    token scrubbed.
+    The files are sent with `HfApi.create_commit` (not `upload_folder`, which with `hf_xet` installed may split a folder
+    into several commits), so the weights, the card, `drift_stats.json`, `trainer_state.json` and the plots always land
+    together. The local folder is never modified or deleted, whatever happens. Before uploading, every text file that
+    would be sent is checked for the token (and for anything shaped like a Hugging Face token); if one is found the
+    upload is refused with a `ValueError` naming the file, never the token. Error messages that are logged or raised
+    have the token scrubbed. Errors that a retry cannot fix (HTTP 4xx other than 408/429, invalid card metadata,
+    `HF_HUB_OFFLINE=1`) are raised at once.
 
     Args:
         folder (`str` or `Path`): The checkpoint folder (written by `save_model` + [`write_model_card`]).
@@ -716,52 +719,68 @@ def push_checkpoint(
         ignore_patterns (`Sequence[str]`, *optional*): Files to skip.
         max_retries (`int`, *optional*, defaults to 3): Retries after the first failed attempt.
         backoff_s (`float`, *optional*, defaults to 2.0): First wait between attempts; doubles after each failure.
-        api (`huggingface_hub.HfApi`, *optional*): Client to use (defaults to `HfApi(token=token)`).
+        api (`huggingface_hub.HfApi`, *optional*): Client to use (defaults to `HfApi(token=token)` on the endpoint of
+            `huggingface_hub.constants.ENDPOINT`, i.e. `HF_ENDPOINT`).
 
     Returns:
         The `CommitInfo` of the upload.
     """
-    import fnmatch
     import logging
     import time
 
-    from huggingface_hub import HfApi
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+    from huggingface_hub.utils import filter_repo_objects
+    from huggingface_hub.utils._paths import DEFAULT_IGNORE_PATTERNS
 
     logger = logging.getLogger(__name__)
     folder = Path(folder)
     secrets = [token] if token else []
-    # Refuse to publish a credential: scan the text files that match the upload patterns.
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder).as_posix()
-        if allow_patterns is not None and not any(fnmatch.fnmatch(rel, pat) for pat in allow_patterns):
-            continue
-        if ignore_patterns and any(fnmatch.fnmatch(rel, pat) for pat in ignore_patterns):
-            continue
-        if path.suffix in (".json", ".md", ".txt", ".jinja", ".yaml", ".yml"):
-            text = path.read_text(errors="ignore")
+    files = list(
+        filter_repo_objects(
+            sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()),
+            allow_patterns=list(allow_patterns) if allow_patterns is not None else None,
+            ignore_patterns=[*(ignore_patterns or ()), *DEFAULT_IGNORE_PATTERNS],
+        )
+    )
+    if not files:
+        raise ValueError(f"Nothing to push: no file of {folder} matches the upload patterns.")
+    # Refuse to publish a credential: scan the text files that would be sent.
+    for rel in files:
+        if Path(rel).suffix in (".json", ".md", ".txt", ".jinja", ".yaml", ".yml"):
+            text = (folder / rel).read_text(errors="ignore")
             if _scrub_text(text, secrets) != text:
                 raise ValueError(f"Refusing to upload {rel}: it contains a Hugging Face token.")
 
-    api = api if api is not None else HfApi(token=token)
+    prefix = (path_in_repo or "").strip("/")
+    api = api if api is not None else HfApi(token=token, library_name="hf_es", library_version=_version())
     attempt = 0
     while True:
         try:
             api.create_repo(repo_id, token=token, private=private, exist_ok=True)
-            return api.upload_folder(
+            operations = [
+                CommitOperationAdd(
+                    path_in_repo=f"{prefix}/{rel}" if prefix else rel, path_or_fileobj=str(folder / rel)
+                )
+                for rel in files
+            ]  # fresh operations on every attempt: huggingface_hub refuses to reuse committed ones
+            return api.create_commit(
                 repo_id=repo_id,
-                folder_path=str(folder),
-                path_in_repo=path_in_repo,
+                operations=operations,
                 commit_message=commit_message,
                 token=token,
                 revision=revision,
-                allow_patterns=list(allow_patterns) if allow_patterns is not None else None,
-                ignore_patterns=list(ignore_patterns) if ignore_patterns is not None else None,
             )
         except Exception as error:  # network, HTTP 5xx/429, timeouts: all worth a retry
             message = _scrub_text(f"{type(error).__name__}: {error}", secrets)
-            if attempt >= max_retries:
+            status = getattr(getattr(error, "response", None), "status_code", None)
+            permanent = (isinstance(error, HfHubHTTPError) and status is not None and 400 <= status < 500) and (
+                status not in (408, 429)
+            )
+            permanent = permanent or isinstance(error, (ValueError, OfflineModeIsEnabled))  # e.g. invalid metadata
+            if permanent or attempt >= max_retries:
                 raise RuntimeError(
-                    f"Pushing {folder} to {repo_id} failed after {attempt + 1} attempts ({message}). "
+                    f"Pushing {folder} to {repo_id} failed after {attempt + 1} attempt(s) ({message}). "
                     "The local checkpoint is intact; push it again later."
                 ) from None
             wait = backoff_s * 2**attempt
@@ -770,3 +789,10 @@ def push_checkpoint(
             )
             time.sleep(wait)
             attempt += 1
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hf_es")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

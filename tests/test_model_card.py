@@ -230,33 +230,6 @@ def test_eval_results_from_plain_dicts():
     assert results[0].dataset_type == "HuggingFaceH4/MATH-500" and results[0].metric_value == 0.3
 
 
-class FakeHfApi:
-    """Records calls; the first `failures` uploads raise like a flaky network."""
-
-    def __init__(self, failures=0):
-        self.failures = failures
-        self.created, self.uploads = [], []
-
-    def create_repo(self, repo_id, **kwargs):
-        self.created.append((repo_id, kwargs))
-
-    def upload_folder(self, **kwargs):
-        if self.failures:
-            self.failures -= 1
-            raise ConnectionError(f"503 Service Unavailable (Authorization: Bearer {kwargs['token']})")
-        import fnmatch
-
-        folder = Path(kwargs["folder_path"])
-        files = sorted(
-            p.relative_to(folder).as_posix()
-            for p in folder.rglob("*")
-            if p.is_file()
-            and any(fnmatch.fnmatch(p.relative_to(folder).as_posix(), pat) for pat in kwargs["allow_patterns"])
-        )
-        self.uploads.append({**kwargs, "files": files})
-        return "commit-info"
-
-
 def checkpoint_folder(tmp_path):
     from hf_es.analysis.drift import threshold_checkpoint
 
@@ -270,17 +243,22 @@ def checkpoint_folder(tmp_path):
     return folder
 
 
-def test_push_checkpoint_one_commit_with_retries(tmp_path, caplog):
+def test_push_checkpoint_one_commit_with_retries(tmp_path, caplog, monkeypatch):
+    """Through the real huggingface_hub client against a local Hub endpoint (tests/hub_server.py)."""
+    from hub_server import LocalHub
+    from huggingface_hub import HfApi
+
     from hf_es.model_card import push_checkpoint
 
     folder = checkpoint_folder(tmp_path)
-    before = sorted(p.name for p in folder.iterdir())
-    api = FakeHfApi(failures=2)
-    with caplog.at_level("WARNING"):
-        result = push_checkpoint(folder, "org/es-model", token=TOKEN, api=api, backoff_s=0.0)
-    assert result == "commit-info"
-    assert len(api.uploads) == 1  # one commit
-    assert api.uploads[0]["files"] == [
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with LocalHub(fail_commits=2) as hub, caplog.at_level("WARNING"):
+        hub.patch(monkeypatch)
+        result = push_checkpoint(folder, "org/es-model", token=TOKEN, api=HfApi(endpoint=hub.endpoint), backoff_s=0.01)
+    assert hub.failed_commits == 2 and len(hub.commits) == 1  # one commit, after two retries
+    assert result.oid == hub.commits[0].oid
+    files = hub.commits[0].files
+    assert sorted(files) == [
         "README.md",
         "config.json",
         "drift_stats.json",
@@ -288,22 +266,35 @@ def test_push_checkpoint_one_commit_with_retries(tmp_path, caplog):
         "reward_curve.png",
         "trainer_state.json",
     ]
+    assert {name: (folder / name).read_bytes() for name in files} == files  # byte for byte
     assert "retrying" in caplog.text and TOKEN not in caplog.text
-    assert sorted(p.name for p in folder.iterdir()) == before  # nothing deleted
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing deleted or changed
 
 
-def test_push_checkpoint_gives_up_without_leaking_or_deleting(tmp_path):
+def test_push_checkpoint_gives_up_without_leaking_or_deleting(tmp_path, monkeypatch):
+    from hub_server import LocalHub
+    from huggingface_hub import HfApi
+
     from hf_es.model_card import push_checkpoint
 
     folder = checkpoint_folder(tmp_path)
     before = sorted(p.name for p in folder.iterdir())
-    with pytest.raises(RuntimeError, match="local checkpoint is intact") as info:
-        push_checkpoint(folder, "org/es-model", token=TOKEN, api=FakeHfApi(failures=10), max_retries=2, backoff_s=0.0)
+    with LocalHub(fail_commits=10) as hub:
+        hub.patch(monkeypatch)
+        with pytest.raises(RuntimeError, match="local checkpoint is intact") as info:
+            push_checkpoint(
+                folder, "org/es-model", token=TOKEN, api=HfApi(endpoint=hub.endpoint), max_retries=2, backoff_s=0.0
+            )
+        assert hub.failed_commits == 3 and not hub.commits
     assert TOKEN not in str(info.value) and info.value.__cause__ is None
     assert sorted(p.name for p in folder.iterdir()) == before
     # a file that would publish the token is refused before any network call
     (folder / "leak.json").write_text(f'{{"hub_token": "{TOKEN}"}}')
-    api = FakeHfApi()
-    with pytest.raises(ValueError, match="leak.json") as info:
-        push_checkpoint(folder, "org/es-model", token=TOKEN, api=api, allow_patterns=["*.json"])
-    assert TOKEN not in str(info.value) and not api.created
+    with LocalHub() as hub:
+        hub.patch(monkeypatch)
+        with pytest.raises(ValueError, match="leak.json") as info:
+            push_checkpoint(
+                folder, "org/es-model", token=TOKEN, api=HfApi(endpoint=hub.endpoint), allow_patterns=["*.json"]
+            )
+        assert not hub.requests
+    assert TOKEN not in str(info.value)
