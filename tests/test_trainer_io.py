@@ -67,34 +67,20 @@ def test_tensorboard_logging_and_model_card_on_save(tmp_path):
 
 
 def test_push_to_hub_uploads_the_card_and_weights(tmp_path, monkeypatch):
-    uploads = []
+    """Through the real huggingface_hub client against a local Hub endpoint (more in tests/test_hub_push.py)."""
+    from hub_server import LocalHub
 
-    import huggingface_hub
-
-    def fake_create_repo(self, repo_id, **kwargs):
-        return huggingface_hub.RepoUrl(f"https://huggingface.co/{repo_id}")
-
-    def fake_upload_folder(self, *, repo_id, folder_path, **kwargs):
-        uploads.append((repo_id, sorted(os.listdir(folder_path))))
-
-        class Info:
-            commit_url = oid = "fake"
-
-        return Info()
-
-    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", fake_create_repo)
-    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", fake_upload_folder)
-    trainer = make_trainer(
-        tmp_path,
-        reward_funcs=target_token_reward,
-        push_to_hub=False,
-        hub_model_id="me/tiny-es",
-        hub_token="hf_" + "y" * 34,
-    )
-    trainer.train()
-    trainer.push_to_hub()
-    assert uploads and uploads[-1][0] == "me/tiny-es"
-    assert {"README.md", "model.safetensors", "es_state.json"} <= set(uploads[-1][1])
+    token = "hf_" + "y" * 34
+    with LocalHub() as hub:
+        hub.patch(monkeypatch)
+        trainer = make_trainer(
+            tmp_path, reward_funcs=target_token_reward, push_to_hub=False, hub_model_id="me/tiny-es", hub_token=token
+        )
+        trainer.train()
+        trainer.push_to_hub()
+    assert len(hub.commits) == 1 and hub.commits[0].repo_id == "me/tiny-es"
+    assert {"README.md", "model.safetensors", "es_state.json", "trainer_state.json"} <= set(hub.commits[0].files)
+    assert all(token.encode() not in request.body for request in hub.requests)
 
 
 def test_verifier_failure_counters_are_logged_per_step(tmp_path):

@@ -57,6 +57,8 @@ LINEAGE_NAME = "hf_es_lineage.json"
 # Trainer's `checkpoint-*` glob (rotation, resume) nor anything pushed to the Hub (`_*` is ignored).
 STAGING_PREFIX = f"_tmp-{PREFIX_CHECKPOINT_DIR}-"
 _CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+# Not pushed to the repo root: checkpoint and staging folders, TensorBoard runs, the fp32 master (resume-only).
+_HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
 # Reward-function arguments the trainer always passes (TRL's convention); any other required one is a dataset column.
 _TRAINER_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state")
 # ES state fields that must match between a checkpoint and the resuming run for the resume to be exact.
@@ -1025,6 +1027,135 @@ class ESTrainer(Trainer):
         """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
         if self.is_world_process_zero():
             self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
+
+    # ---- Hub: every push is one commit through `hf_es.model_card.push_checkpoint` (retries, never deletes) ----
+
+    hub_push_retries: int = 3
+    """Retries of a failed Hub push (after the first attempt) before giving up."""
+    hub_push_backoff_s: float = 2.0
+    """Wait before the first retry of a failed Hub push; doubles after each failure."""
+
+    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
+        """Creates `args.hub_model_id` (or a repo named after `output_dir`) on the Hub, as Trainer does, but with a
+        client created now, so `HF_ENDPOINT` / `huggingface_hub.constants.ENDPOINT` are honoured."""
+        if not self.is_world_process_zero():
+            return
+        from huggingface_hub import HfApi
+
+        repo_name = self.args.hub_model_id or Path(self.args.output_dir).absolute().name
+        token = token if token is not None else self.args.hub_token
+        private = private if private is not None else self.args.hub_private_repo
+        repo_url = HfApi(token=token).create_repo(repo_name, token=token, private=private, exist_ok=True)
+        self.hub_model_id = repo_url.repo_id
+        self.push_in_progress = None
+
+    def push_to_hub(
+        self,
+        commit_message: str | None = "End of training",
+        blocking: bool = True,
+        token: str | None = None,
+        revision: str | None = None,
+        private: bool | None = None,
+        **kwargs,
+    ) -> Any:
+        r"""
+        Saves the model into `args.output_dir` and uploads it to `args.hub_model_id` in a single commit: weights
+        (safetensors), tokenizer, config, model card (`README.md`), `drift_stats.json`, `trainer_state.json`,
+        `es_state.json` and the plots. Checkpoint folders, staging folders and the fp32 master copy are not uploaded.
+
+        A failed upload is retried with exponential backoff (see [`~hf_es.model_card.push_checkpoint`]); the local
+        files are never deleted, and the token is never written to a file, a log or an error message.
+
+        Args:
+            commit_message (`str`, *optional*, defaults to `"End of training"`): Commit message.
+            blocking (`bool`, *optional*, defaults to `True`): Wait for the upload; if `False`, return a `Future`.
+            token (`str`, *optional*): Token with write access (defaults to `args.hub_token`).
+            revision (`str`, *optional*): Branch to commit to (defaults to `args.hub_revision`).
+            private (`bool`, *optional*): Visibility if the repo is created (defaults to `args.hub_private_repo`).
+            kwargs (`dict[str, Any]`, *optional*): Passed to [`~ESTrainer.create_model_card`].
+
+        Returns:
+            The `CommitInfo` of the upload, or a `Future` of it when `blocking=False` (`None` on other processes).
+        """
+        from huggingface_hub import HfApi
+        from transformers.utils.hub import PushInProgress
+
+        from ..model_card import push_checkpoint
+
+        self.callback_handler.on_push_begin(self.args, self.state, self.control)
+        model_name = kwargs.pop("model_name", None)
+        if model_name is None and self.args.should_save:
+            model_name = (self.args.hub_model_id or Path(self.args.output_dir).name).split("/")[-1]
+        token = token if token is not None else self.args.hub_token
+        if self.hub_model_id is None:
+            self.init_hf_repo(token=token, private=private)
+        self.save_model(_internal_call=True)
+        if not self.is_world_process_zero():
+            return None
+        self.save_state()  # trainer_state.json (log history) goes with the weights
+        self.create_model_card(model_name=model_name, **kwargs)
+        self._finish_current_push()
+        api = HfApi(token=token)
+
+        def push() -> Any:
+            return push_checkpoint(
+                self.args.output_dir,
+                self.hub_model_id,
+                token=token,
+                private=private if private is not None else self.args.hub_private_repo,
+                revision=revision if revision is not None else self.args.hub_revision,
+                commit_message=commit_message or "End of training",
+                ignore_patterns=_HUB_ROOT_IGNORE,
+                max_retries=self.hub_push_retries,
+                backoff_s=self.hub_push_backoff_s,
+                api=api,
+            )
+
+        if blocking:
+            return push()
+        future = api.run_as_future(push)
+        self.push_in_progress = PushInProgress([future])
+        return future
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """`hub_strategy` pushes after each save, straight from the complete `checkpoint-N` folder (nothing is copied
+        into `output_dir`): the model files, card, drift stats, trainer state and plots to the repo root in one
+        commit; with `"checkpoint"` / `"all_checkpoints"` also the whole folder to `last-checkpoint/` /
+        `checkpoint-N/` (a second commit, as in Trainer). Pushes are synchronous, so checkpoint rotation never deletes
+        a folder being uploaded; one that still fails after the retries is logged and training continues with the
+        checkpoint kept locally."""
+        from transformers.trainer_utils import HubStrategy, SaveStrategy
+
+        from ..model_card import PUSH_ALLOW_PATTERNS, push_checkpoint
+
+        strategy = self.args.hub_strategy
+        if not self.is_world_process_zero() or strategy == HubStrategy.END:
+            return
+        self.callback_handler.on_push_begin(self.args, self.state, self.control)
+        if self.args.save_strategy == SaveStrategy.STEPS:
+            message = f"Training in progress, step {self.state.global_step}"
+        else:
+            message = f"Training in progress, epoch {int(self.state.epoch or 0)}"
+        uploads = [(None, PUSH_ALLOW_PATTERNS, _HUB_ROOT_IGNORE, message)]
+        if strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
+            sub_folder = "last-checkpoint" if strategy == HubStrategy.CHECKPOINT else Path(checkpoint_folder).name
+            uploads.append((sub_folder, None, None, message + ", checkpoint"))
+        for path_in_repo, allow_patterns, ignore_patterns, commit_message in uploads:
+            try:
+                push_checkpoint(
+                    checkpoint_folder,
+                    self.hub_model_id,
+                    token=self.args.hub_token,
+                    revision=self.args.hub_revision,
+                    path_in_repo=path_in_repo,
+                    commit_message=commit_message,
+                    allow_patterns=allow_patterns,
+                    ignore_patterns=ignore_patterns,
+                    max_retries=self.hub_push_retries,
+                    backoff_s=self.hub_push_backoff_s,
+                )
+            except (RuntimeError, ValueError) as error:  # already scrubbed of the token
+                logger.error(f"{error} Training continues; {checkpoint_folder} is kept.")
 
     def _write_model_card(self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None):
         from ..model_card import write_model_card
