@@ -32,13 +32,13 @@ from typing import Any
 import torch
 from datasets import Dataset
 from transformers import PreTrainedTokenizerBase
-from transformers.trainer import TRAINING_ARGS_NAME
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
 from hf_es.analysis.plots import plot_reward_curve
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend
 from hf_es.models import base_model_id, resolve_model_name_or_path
 from hf_es.tasks import TaskArguments, load_task, reward_functions
+from hf_es.trainer.utils import RewardTally, write_redacted_training_args
 
 LINEAGE_FILE = "hf_es_lineage.json"
 
@@ -106,13 +106,7 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         super()._save(output_dir, state_dict)
-        # As ESTrainer: never leave the pickled arguments (hub token included); write redacted JSON instead.
-        output_dir = output_dir or self.args.output_dir
-        pickled = os.path.join(output_dir, TRAINING_ARGS_NAME)
-        if os.path.isfile(pickled):
-            os.remove(pickled)
-        with open(os.path.join(output_dir, "training_args.json"), "w") as f:
-            f.write(self.args.to_json_string())
+        write_redacted_training_args(output_dir or self.args.output_dir, self.args)  # as ESTrainer
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None) -> None:
         """Writes TRL's model card plus the hf_es lineage into `args.output_dir` (called on checkpoints and pushes)."""
@@ -165,8 +159,7 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
         )
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         indices = list(range(rank, len(dataset), world))
-        num_funcs = len(self.reward_funcs)
-        sums = torch.zeros(2 * num_funcs + 3, dtype=torch.float64)
+        tally = RewardTally(self.reward_func_names)
         was_training = self.model.training
         self.model.eval()
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped:
@@ -185,20 +178,8 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
                     result.completions,
                     result.completion_ids,
                 )
-                sums[0] += total.sum()
-                sums[1 : 1 + num_funcs] += per_function.nan_to_num(0.0).sum(dim=0)
-                sums[1 + num_funcs : 1 + 2 * num_funcs] += (~per_function.isnan()).sum(dim=0)
-                sums[1 + 2 * num_funcs] += sum(len(ids) for ids in result.completion_ids)
-                sums[2 + 2 * num_funcs] += len(result.completion_ids)
-        if world > 1:
-            sums = self.accelerator.reduce(sums.to(self.accelerator.device), reduction="sum").cpu()
-        count = max(float(sums[2 + 2 * num_funcs]), 1.0)
-        metrics = {f"{metric_key_prefix}_reward": float(sums[0]) / count}
-        for j, name in enumerate(self.reward_func_names):
-            applicable = float(sums[1 + num_funcs + j])
-            if applicable:
-                metrics[f"{metric_key_prefix}_rewards/{name}/mean"] = float(sums[1 + j]) / applicable
-        metrics[f"{metric_key_prefix}_completions/mean_length"] = float(sums[1 + 2 * num_funcs]) / count
+                tally.add(per_function, total, result.completion_ids)
+        metrics = tally.metrics(self.accelerator, metric_key_prefix)
         metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
         self.log(metrics)  # in eval mode, so GRPOTrainer.log does not fold pending training metrics into it
         self.model.train(was_training)

@@ -33,7 +33,7 @@ from transformers import (
     Trainer,
     TrainerCallback,
 )
-from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
+from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed, sort_checkpoints
 from transformers.utils import logging
@@ -43,6 +43,7 @@ from ..generation import GenerationBackend, GenerationResult, SamplingConfig, Tr
 from ..models import base_model_id
 from ..rewards import get_reward_stats
 from .es_config import ESConfig
+from .utils import RewardTally, write_redacted_training_args
 
 logger = logging.get_logger(__name__)
 
@@ -828,32 +829,16 @@ class ESTrainer(Trainer):
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         indices = list(range(rank, len(dataset), world))
         batch_size = self.args.per_device_eval_batch_size
-        num_funcs = len(self.reward_funcs)
-        # Sums over this process's completions: reward, per-function rewards and counts, length, count.
-        sums = torch.zeros(2 * num_funcs + 3, dtype=torch.float64)
+        tally = RewardTally(self.reward_func_names)
         for offset in range(0, len(indices), batch_size):
             batch = [dataset[i] for i in indices[offset : offset + batch_size]]
             texts = self._prompt_texts([example["prompt"] for example in batch])
             seed = stable_seed(self.args.noise_seed, "eval", indices[offset])
             result = self.backend.generate(texts, self.sampling, seed=seed)
             scored = self._score(batch, result, where=f"evaluation, example {indices[offset]}")
-            if scored is None:
-                continue
-            per_function, total = scored
-            sums[0] += total.sum()
-            sums[1 : 1 + num_funcs] += per_function.nan_to_num(0.0).sum(dim=0)
-            sums[1 + num_funcs : 1 + 2 * num_funcs] += (~per_function.isnan()).sum(dim=0)
-            sums[1 + 2 * num_funcs] += sum(len(ids) for ids in result.completion_ids)
-            sums[2 + 2 * num_funcs] += len(result.completion_ids)
-        if world > 1:
-            sums = self.accelerator.reduce(sums.to(self.args.device), reduction="sum").cpu()
-        count = max(float(sums[2 + 2 * num_funcs]), 1.0)
-        metrics = {f"{metric_key_prefix}_reward": float(sums[0]) / count}
-        for j, name in enumerate(self.reward_func_names):
-            applicable = float(sums[1 + num_funcs + j])
-            if applicable:
-                metrics[f"{metric_key_prefix}_rewards/{name}/mean"] = float(sums[1 + j]) / applicable
-        metrics[f"{metric_key_prefix}_completions/mean_length"] = float(sums[1 + 2 * num_funcs]) / count
+            if scored is not None:
+                tally.add(*scored, result.completion_ids)
+        metrics = tally.metrics(self.accelerator, metric_key_prefix)
         metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
@@ -1015,13 +1000,7 @@ class ESTrainer(Trainer):
 
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
         super()._save(output_dir, state_dict)
-        # Trainer pickles the arguments (hub token included) into training_args.bin; write redacted JSON instead.
-        output_dir = output_dir or self.args.output_dir
-        pickled = os.path.join(output_dir, TRAINING_ARGS_NAME)
-        if os.path.isfile(pickled):
-            os.remove(pickled)
-        with open(os.path.join(output_dir, "training_args.json"), "w") as f:
-            f.write(self.args.to_json_string())
+        write_redacted_training_args(output_dir or self.args.output_dir, self.args)
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
         """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
