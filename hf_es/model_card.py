@@ -676,9 +676,12 @@ PUSH_ALLOW_PATTERNS: tuple[str, ...] = (
     "drift_stats.json",
     "trainer_state.json",
     "es_state.json",
+    "hf_es_lineage.json",
+    "training_args.json",
     "*.png",
 )
-"""Files of a checkpoint folder that [`push_checkpoint`] uploads by default (weights, card, drift, state, plots)."""
+"""Files of a checkpoint folder that [`push_checkpoint`] uploads by default: weights, card, drift, trainer and ES state,
+training lineage, the (redacted) training arguments and plots."""
 
 
 def push_checkpoint(

@@ -92,6 +92,8 @@ def test_push_to_hub_sends_weights_card_drift_state_and_plots_in_one_commit(
         "trainer_state.json",
         "es_state.json",
         "reward_curve.png",
+        "training_args.json",
+        "hf_es_lineage.json",
     ):
         assert name in files, name
     assert not any(name.startswith(("checkpoint-", "_", "runs/")) for name in files)
@@ -159,7 +161,8 @@ def test_hub_strategy_pushes_from_checkpoints(tmp_path, monkeypatch, strategy, s
         assert root.summary == f"Training in progress, step {step}"
         checkpoint = local_snapshot(os.path.join(out, f"checkpoint-{step}"))
         assert {"model.safetensors", "README.md", "trainer_state.json", "es_state.json"} <= set(root.files)
-        assert "training_args.json" not in root.files and not any("/" in name for name in root.files)
+        assert {"training_args.json", "hf_es_lineage.json"} <= set(root.files)
+        assert not any("/" in name for name in root.files)
         assert all(checkpoint[name] == content for name, content in root.files.items())
         assert json.loads(root.files["trainer_state.json"])["global_step"] == step
         if sub_folders is not None:
@@ -172,3 +175,40 @@ def test_hub_strategy_pushes_from_checkpoints(tmp_path, monkeypatch, strategy, s
     if strategy == "checkpoint":
         assert {n for n in hub.repos[REPO] if n.startswith("checkpoint-")} == set()
     assert_token_only_in_authorization(hub, output_dir=out)
+
+
+def test_failed_checkpoint_push_is_logged_and_training_continues(tmp_path, monkeypatch, caplog):
+    with LocalHub(fail_commits=100) as hub:
+        hub.patch(monkeypatch)
+        trainer = make_trainer(
+            tmp_path,
+            push_to_hub=True,
+            hub_strategy="checkpoint",
+            hub_model_id=REPO,
+            hub_token=TOKEN,
+            save_strategy="steps",
+            save_steps=1,
+            max_steps=2,
+        )
+        trainer.hub_push_retries, trainer.hub_push_backoff_s = 1, 0.0
+        with caplog.at_level("WARNING"):
+            trainer.train()
+    assert trainer.state.global_step == 2 and not hub.commits and hub.failed_commits == 2 * 2 * 2
+    assert caplog.text.count("local checkpoint is intact") == 4
+    out = trainer.args.output_dir
+    for step in (1, 2):
+        assert {"model.safetensors", "es_state.json", "trainer_state.json"} <= set(
+            os.listdir(os.path.join(out, f"checkpoint-{step}"))
+        )
+    assert_token_only_in_authorization(hub, caplog, out)
+
+
+def test_non_blocking_push_returns_a_future(tmp_path, monkeypatch):
+    with LocalHub() as hub:
+        hub.patch(monkeypatch)
+        trainer = make_trainer(tmp_path, hub_model_id=REPO, hub_token=TOKEN, max_steps=1)
+        trainer.train()
+        future = trainer.push_to_hub(commit_message="async", blocking=False)
+        info = future.result(timeout=60)
+    assert len(hub.commits) == 1 and hub.commits[0].summary == "async" and info.oid == hub.commits[0].oid
+    assert trainer.push_in_progress.is_done()
