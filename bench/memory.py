@@ -180,7 +180,7 @@ def run(
             "max_completion_length": max_completion_length,
             "dtype": dtype,
             "repeats": repeats,
-            "grpo": "TRL GRPOTrainer defaults: fp32 weights + AdamW, bf16 autocast, gradient checkpointing; "
+            "grpo": "TRL GRPOTrainer defaults: bf16=True (see param_dtype), AdamW, gradient checkpointing; "
             "num_generations=N so it samples the same N x B completions",
         },
     }
