@@ -14,7 +14,6 @@ import math
 import os
 import re
 import shutil
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +42,7 @@ from ..generation import GenerationBackend, GenerationResult, SamplingConfig, Tr
 from ..models import base_model_id
 from ..rewards import get_reward_stats
 from .es_config import ESConfig
+from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
 from .utils import RewardTally, write_redacted_training_args
 
 logger = logging.get_logger(__name__)
@@ -61,7 +61,6 @@ _CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 # Not pushed to the repo root: checkpoint and staging folders, TensorBoard runs, the fp32 master (resume-only).
 _HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
 # Reward-function arguments the trainer always passes (TRL's convention); any other required one is a dataset column.
-_TRAINER_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state")
 # ES state fields that must match between a checkpoint and the resuming run for the resume to be exact.
 _RESUME_FIELDS = (
     "seed",
@@ -88,74 +87,6 @@ class RewardFunctionError(RuntimeError):
 
 class ProcessFailedError(RuntimeError):
     """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
-
-
-class _RewardTimeout(Exception):
-    pass
-
-
-def _call_with_timeout(func: Callable[..., Any], timeout: float | None, kwargs: dict[str, Any]) -> Any:
-    """Calls `func(**kwargs)`, raising `_RewardTimeout` after `timeout` seconds (None/0: no deadline).
-
-    In the main thread a `SIGALRM` timer interrupts the call (an outer timer is re-armed afterwards); elsewhere the call
-    runs in a daemon thread that is abandoned when it misses the deadline.
-    """
-    if not timeout:
-        return func(**kwargs)
-    from ..rewards._timeout import SampleTimeout, call_with_deadline, signal_timer_available
-
-    if signal_timer_available():
-        try:
-            return call_with_deadline(lambda: func(**kwargs), timeout)
-        except SampleTimeout:
-            raise _RewardTimeout(f"timed out after {timeout:g}s") from None
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = func(**kwargs)
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name="hf_es-reward", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise _RewardTimeout(f"timed out after {timeout:g}s (the call is left running in a daemon thread)")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
-
-
-def _code_constants(func: Any) -> set[str]:
-    """String constants in a function's code (nested code objects included), to recognise `kwargs["column"]`."""
-    code = getattr(inspect.unwrap(func), "__code__", None) if callable(func) else None
-    found, stack = set(), [code] if code is not None else []
-    while stack:
-        current = stack.pop()
-        for const in current.co_consts:
-            if isinstance(const, str):
-                found.add(const)
-            elif hasattr(const, "co_consts"):
-                stack.append(const)
-    return found
-
-
-def _missing_column(error: BaseException, func: Any, columns: Sequence[str]) -> str | None:
-    """The dataset column a reward function failed to find, judged from its exception, or None."""
-    text = str(error)
-    if isinstance(error, TypeError):
-        match = re.search(r"missing \d+ required (?:keyword-only |positional )?arguments?: '(\w+)'", text)
-        if match and match.group(1) not in columns and match.group(1) not in _TRAINER_REWARD_ARGS:
-            return match.group(1)
-    if isinstance(error, KeyError) and error.args and isinstance(error.args[0], str):
-        key = error.args[0]
-        if key.isidentifier() and key not in columns and key in _code_constants(func):
-            return key
-    match = re.search(r"needs the dataset column '(\w+)'", text)  # hf_es.rewards' own message
-    if match and match.group(1) not in columns:
-        return match.group(1)
-    return None
 
 
 def _valid_text(text: str) -> tuple[str, bool]:
@@ -401,7 +332,7 @@ class ESTrainer(Trainer):
                     inspect.Parameter.POSITIONAL_OR_KEYWORD,
                     inspect.Parameter.KEYWORD_ONLY,
                 )
-                if required and parameter.name not in _TRAINER_REWARD_ARGS and parameter.name not in columns:
+                if required and parameter.name not in TRAINER_REWARD_ARGS and parameter.name not in columns:
                     raise ValueError(
                         f"Reward function {func_name!r} " + self._missing_column_message(parameter.name, columns, name)
                     )
@@ -576,10 +507,10 @@ class ESTrainer(Trainer):
                 **columns,
             )
             try:
-                values = _call_with_timeout(func, self.args.reward_timeout, kwargs)
+                values = call_with_timeout(func, self.args.reward_timeout, kwargs)
             except RewardFunctionError:
                 raise
-            except _RewardTimeout as error:
+            except RewardTimeout as error:
                 fail(
                     f"Reward function {name!r} {error} on {num} completions (completion 0 starts "
                     f"{result.completions[0][:80]!r})"
@@ -589,7 +520,7 @@ class ESTrainer(Trainer):
                 per_function[:, j] = 0.0
                 continue
             except Exception as error:
-                missing = _missing_column(error, func, list(inputs[0]))
+                missing = missing_column(error, func, list(inputs[0]))
                 if missing is not None:  # a configuration error, not a bad sample: stop whatever the policy
                     raise RewardFunctionError(
                         f"Reward function {name!r} raised {type(error).__name__}: {error} ({where}). It "
