@@ -97,3 +97,19 @@ def test_verifier_failure_counters_are_logged_per_step(tmp_path):
     # A random tiny model never writes \boxed{...}: every completion of every member lacks an answer.
     assert [h["rewards/accuracy_reward/no_answer"] for h in logged] == [8 * 4, 8 * 4]
     assert all(h["rewards/accuracy_reward/timeouts"] == 0 for h in logged)
+
+
+def test_drift_is_computed_once_per_step_however_often_the_card_is_written(tmp_path, monkeypatch):
+    import hf_es.analysis
+
+    base = tmp_path / "base"
+    tiny_llama(seed=1).save_pretrained(base)
+    calls = []
+    real = hf_es.analysis.compute_drift
+    monkeypatch.setattr(hf_es.analysis, "compute_drift", lambda *a, **k: calls.append(1) or real(*a, **k))
+    trainer = make_trainer(tmp_path, model=str(base), max_steps=1)
+    trainer.train()
+    trainer.save_model()
+    trainer.save_model(str(tmp_path / "again"))
+    assert len(calls) == 1
+    assert json.load(open(tmp_path / "again" / "drift_stats.json"))["relative_l2"] > 0

@@ -1074,7 +1074,12 @@ class ESTrainer(Trainer):
         if self.args.model_card_drift and os.path.isdir(self.base_model_id):
             from ..analysis import compute_drift
 
-            drift = compute_drift(self.base_model_id, self.backend.centre.state_dict())
+            # The centre only moves on ES steps: one drift pass per step, however many saves/cards it gets.
+            cached_step, cached = getattr(self, "_drift_cache", (None, None))
+            if cached_step != self.state.global_step:
+                cached = compute_drift(self.base_model_id, self.backend.centre.state_dict())
+                self._drift_cache = (self.state.global_step, cached)
+            drift = cached
         hardware = (
             torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
         ) + f" x {self.accelerator.num_processes} process(es)"
