@@ -162,3 +162,28 @@ def load_deepscaler(
         num_samples=num_samples,
         seed=seed,
     )
+
+
+def apply_model_config(model_args: Any, training_args: Any) -> str:
+    """Folds TRL's `ModelConfig` (dtype, revision, attention, remote code) into the trainer config's
+    `model_init_kwargs`, the same way for the ES and GRPO scripts.
+
+    Args:
+        model_args: A `trl.ModelConfig`.
+        training_args: An `ESConfig` or `GRPOConfig`; its `model_init_kwargs` and `trust_remote_code` are updated.
+
+    Returns:
+        The model to load: a local folder or hub id (the bundled SmolLM2 resolves to its local conversion).
+    """
+    from .models import resolve_model_name_or_path
+
+    model_init_kwargs = dict(training_args.model_init_kwargs or {})
+    model_init_kwargs.setdefault("dtype", model_args.dtype or "auto")
+    model_init_kwargs.setdefault("revision", model_args.model_revision)
+    if model_args.attn_implementation:
+        model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
+    training_args.model_init_kwargs = model_init_kwargs
+    training_args.trust_remote_code = training_args.trust_remote_code or getattr(
+        model_args, "trust_remote_code", False
+    )
+    return resolve_model_name_or_path(model_args.model_name_or_path)

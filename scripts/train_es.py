@@ -16,8 +16,7 @@ from trl import ModelConfig, TrlParser
 
 from hf_es import ESConfig, ESTrainer
 from hf_es.analysis.plots import plot_reward_curve
-from hf_es.models import resolve_model_name_or_path
-from hf_es.tasks import TaskArguments, load_task, reward_functions
+from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
 from hf_es.trainer.es_config import check_no_grpo_only_fields
 
 
@@ -32,16 +31,7 @@ def _reject_grpo_only_cli_and_yaml_fields(argv: list[str]) -> None:
 
 
 def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelConfig) -> None:
-    model_path = resolve_model_name_or_path(model_args.model_name_or_path)
-    model_init_kwargs = dict(training_args.model_init_kwargs or {})
-    model_init_kwargs.setdefault("dtype", model_args.dtype or "auto")
-    model_init_kwargs.setdefault("revision", model_args.model_revision)
-    if model_args.attn_implementation:
-        model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
-    training_args.model_init_kwargs = model_init_kwargs
-    training_args.trust_remote_code = training_args.trust_remote_code or getattr(
-        model_args, "trust_remote_code", False
-    )
+    model_path = apply_model_config(model_args, training_args)
 
     train_dataset, eval_dataset = load_task(task_args, seed=training_args.seed)
     trainer = ESTrainer(

@@ -36,8 +36,8 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
 from hf_es.analysis.plots import plot_reward_curve
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend
-from hf_es.models import base_model_id, resolve_model_name_or_path
-from hf_es.tasks import TaskArguments, load_task, reward_functions
+from hf_es.models import base_model_id
+from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
 from hf_es.trainer.utils import RewardTally, write_redacted_training_args
 
 LINEAGE_FILE = "hf_es_lineage.json"
@@ -246,16 +246,7 @@ def main(
     eval_args: GRPOEvalArguments | None = None,
 ) -> SharedEvalGRPOTrainer:
     """Trains with GRPO on the recipe's task; returns the trainer."""
-    model_path = resolve_model_name_or_path(model_args.model_name_or_path)
-    model_init_kwargs = dict(training_args.model_init_kwargs or {})
-    model_init_kwargs.setdefault("dtype", model_args.dtype or "auto")
-    model_init_kwargs.setdefault("revision", model_args.model_revision)
-    if model_args.attn_implementation:
-        model_init_kwargs.setdefault("attn_implementation", model_args.attn_implementation)
-    training_args.model_init_kwargs = model_init_kwargs
-    training_args.trust_remote_code = training_args.trust_remote_code or getattr(
-        model_args, "trust_remote_code", False
-    )
+    model_path = apply_model_config(model_args, training_args)
 
     train_dataset, eval_dataset = load_task(task_args, seed=training_args.seed)
     trainer = SharedEvalGRPOTrainer(
