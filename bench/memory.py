@@ -49,7 +49,14 @@ def _peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measure(mode: str, population_size: int, batch_size: int, max_completion_length: int, dtype: str) -> dict:
+def measure(
+    mode: str,
+    population_size: int,
+    batch_size: int,
+    max_completion_length: int,
+    dtype: str,
+    noise_table_size: int = 1 << 25,
+) -> dict:
     """Runs one step of `mode` in this process and returns its peak memory and the model's weight bytes."""
     from hf_es.data import load_arithmetic
     from hf_es.models import prepare_smollm2
@@ -96,6 +103,7 @@ def measure(mode: str, population_size: int, batch_size: int, max_completion_len
             disable_tqdm=True,
             model_init_kwargs={"dtype": dtype},
             model_card_drift=False,
+            noise_table_size=noise_table_size,
         )
         if mode == "es":
             trainer = ESTrainer(model=model_path, reward_funcs=[accuracy_reward], args=args, train_dataset=dataset)
@@ -194,9 +202,17 @@ def main() -> None:
     parser.add_argument("--max_completion_length", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--noise_table_size", type=int, default=1 << 25, help="ES noise table (with --mode es).")
     args = parser.parse_args()
     if args.mode:
-        result = measure(args.mode, args.population_size, args.batch_size, args.max_completion_length, args.dtype)
+        result = measure(
+            args.mode,
+            args.population_size,
+            args.batch_size,
+            args.max_completion_length,
+            args.dtype,
+            args.noise_table_size,
+        )
     else:
         result = run(args.population_size, args.batch_size, args.max_completion_length, args.repeats, args.dtype)
     print(json.dumps(result))
