@@ -12,11 +12,7 @@ from typing import Any
 
 from datasets import Dataset
 
-from .data._common import BOXED_SYSTEM_PROMPT
-
-__all__ = ["DEEPSCALER_HUB_ID", "TaskArguments", "load_deepscaler", "load_task", "reward_functions"]
-
-DEEPSCALER_HUB_ID = "agentica-org/DeepScaleR-Preview-Dataset"
+__all__ = ["TaskArguments", "apply_model_config", "load_task", "reward_functions"]
 
 
 @dataclass
@@ -107,7 +103,7 @@ def load_task(args: TaskArguments, seed: int = 0) -> tuple[Dataset, Dataset | No
         if name == "math500":
             return data.load_math500(split, num_samples=num, seed=seed, **source, **overrides)
         if name == "deepscaler":
-            return load_deepscaler(split, num_samples=num, seed=seed, **source, **overrides)
+            return data.load_deepscaler(split, num_samples=num, seed=seed, **source, **overrides)
         if name == "countdown":
             return data.load_countdown(split, num_samples=num or 1000, seed=seed, **overrides)
         dataset = data.read_jsonl(name) if name.endswith(".jsonl") else Dataset.load_from_disk(name)
@@ -120,48 +116,6 @@ def load_task(args: TaskArguments, seed: int = 0) -> tuple[Dataset, Dataset | No
         eval_name = args.eval_dataset_name or args.dataset_name
         evaluation = load(args.dataset_test_split, args.num_eval_samples, seed + 1_000_003, eval_name)
     return train, evaluation
-
-
-def load_deepscaler(
-    split: str = "train",
-    *,
-    name_or_path: str = DEEPSCALER_HUB_ID,
-    system_prompt: str | None = BOXED_SYSTEM_PROMPT,
-    num_samples: int | None = None,
-    seed: int | None = None,
-) -> Dataset:
-    """Loads DeepScaleR-Preview (the paper's hard setting: ~40k competition problems) as prompt/solution rows.
-
-    The dataset is not shipped with hf_es. Without network access, download it once elsewhere and point
-    `name_or_path` (`dataset_path` in a recipe) at a local `.jsonl`/`.json`/`.parquet` file or a folder holding
-    `train.jsonl`, with the Hub dataset's columns `problem` and `answer`.
-
-    Args:
-        split: Split name (`"train"`, the only split on the Hub).
-        name_or_path: Hub id or local path.
-        system_prompt: System message (defaults to the boxed-answer prompt shared with GSM8K and MATH-500; `None`
-            omits it).
-        num_samples: Keep this many rows (after shuffling with `seed` if given).
-        seed: Shuffle seed for `num_samples`.
-
-    Returns:
-        `datasets.Dataset` with `prompt` (chat messages), `solution` (the final answer) and the original columns.
-    """
-    from .data._common import finalize, load_source
-
-    rows = load_source(
-        name_or_path, split=split, hub_id=DEEPSCALER_HUB_ID, hub_config=None, packaged_name="deepscaler", offline=None
-    )
-    return finalize(
-        rows,
-        to_user_text=lambda row: row["problem"],
-        to_solution=lambda row: str(row["answer"]),
-        system_prompt=system_prompt,
-        instruction=None,
-        conversational=True,
-        num_samples=num_samples,
-        seed=seed,
-    )
 
 
 def apply_model_config(model_args: Any, training_args: Any) -> str:

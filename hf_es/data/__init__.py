@@ -22,6 +22,7 @@ from .countdown import (
     generate_countdown_problems,
     load_countdown,
 )
+from .deepscaler import DEEPSCALER_HUB_ID, load_deepscaler
 from .gsm8k import GSM8K_HUB_ID, gsm8k_final_answer, load_gsm8k
 from .math500 import MATH500_HUB_ID, load_math500
 
@@ -29,6 +30,7 @@ __all__ = [
     "BOXED_SYSTEM_PROMPT",
     "COUNTDOWN_DIFFICULTIES",
     "COUNTDOWN_INSTRUCTION",
+    "DEEPSCALER_HUB_ID",
     "GSM8K_HUB_ID",
     "MATH500_HUB_ID",
     "PACKAGED_DATA_DIR",
@@ -40,6 +42,7 @@ __all__ = [
     "is_offline",
     "load_arithmetic",
     "load_countdown",
+    "load_deepscaler",
     "load_gsm8k",
     "load_math500",
     "packaged_path",
