@@ -1,0 +1,64 @@
+"""The evaluation `ESTrainer.evaluate` and the GRPO baseline (`scripts/train_grpo.py`) share: every prompt answered
+once by the current weights, scored by the training reward functions, summed over processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..es import stable_seed
+from ..generation import GenerationBackend, GenerationResult, SamplingConfig
+
+__all__ = ["evaluate_rewards"]
+
+ScoreFn = Callable[[list[dict[str, Any]], GenerationResult, str], "tuple[torch.Tensor, torch.Tensor] | None"]
+
+
+def evaluate_rewards(
+    backend: GenerationBackend,
+    dataset: Any,
+    *,
+    format_prompts: Callable[[list[Any]], list[str]],
+    score: ScoreFn,
+    sampling: SamplingConfig,
+    reward_func_names: Sequence[str],
+    batch_size: int,
+    seed: int,
+    accelerator: Any,
+    metric_key_prefix: str = "eval",
+) -> dict[str, float]:
+    """Scores the backend's current weights on `dataset`, each process taking every `world`-th example.
+
+    Args:
+        backend: Generates with the weights to evaluate.
+        dataset: Rows with a `prompt` column and the columns the reward functions read.
+        format_prompts: Prompts -> texts for the backend (`hf_es.prompts.prompt_texts` with the run's settings).
+        score: `score(rows, result, where) -> (per_function, total)` or `None` to skip the batch.
+        sampling: How to sample (greedy in the recipes).
+        reward_func_names: Names of the reward functions, in `score`'s column order.
+        batch_size: Prompts per `generate` call on each process.
+        seed: Base of the per-batch sampling seeds (`stable_seed(seed, "eval", first index of the batch)`).
+        accelerator: The `accelerate.Accelerator` whose processes share the work.
+        metric_key_prefix: Prefix of the metric names.
+
+    Returns:
+        `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, `{prefix}_runtime`.
+    """
+    from ..trainer.utils import RewardTally
+
+    start = time.perf_counter()
+    indices = list(range(accelerator.process_index, len(dataset), accelerator.num_processes))
+    tally = RewardTally(reward_func_names)
+    for offset in range(0, len(indices), batch_size):
+        batch = [dataset[i] for i in indices[offset : offset + batch_size]]
+        texts = format_prompts([example["prompt"] for example in batch])
+        result = backend.generate(texts, sampling, seed=stable_seed(seed, "eval", indices[offset]))
+        scored = score(batch, result, f"evaluation, example {indices[offset]}")
+        if scored is not None:
+            tally.add(*scored, result.completion_ids)
+    metrics = tally.metrics(accelerator, metric_key_prefix)
+    metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+    return metrics
