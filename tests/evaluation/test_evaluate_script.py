@@ -1,4 +1,5 @@
-"""End-to-end tests of scripts/evaluate_pass_at_k.py (fake generator, tiny random model, and the real small model)."""
+"""End-to-end tests of scripts/evaluate_pass_at_k.py over hf_es.evaluation (fake backend, tiny random model, and the
+real small model)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ from pathlib import Path
 
 import pytest
 
+import hf_es.evaluation.pass_at_k as pass_at_k
+from hf_es.evaluation import LoadedModel
+from hf_es.generation import GenerationBackend, GenerationResult
 from hf_es.metrics.estimators import estimate_maj_at_k, estimate_pass_at_k
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+TESTS = Path(__file__).resolve().parent.parent
+REPO = TESTS.parent
+sys.path.insert(0, str(TESTS))
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +50,34 @@ class FakeTokenizer:
         return messages[-1]["content"]
 
 
-class FakeGenerator:
+class FakeBackend(GenerationBackend):
     """Answers `What is a + b?` correctly with probability 1/2 per sample (seeded), greedy always right."""
 
-    name = "fake"
-    commit_hash = None
     calls: list[tuple[int, float]] = []
 
-    def __init__(self, model_name, args):
-        self.tokenizer = FakeTokenizer()
+    def __init__(self, model_name):
         self.model_name = model_name
 
-    def generate(self, prompts, sampling, seeds):
-        FakeGenerator.calls.append((len(prompts), sampling.temperature))
-        outputs = []
-        for prompt, seed in zip(prompts, seeds):
+    def live_weights(self):
+        return {}
+
+    def generate(self, prompts, sampling, seed=None):
+        FakeBackend.calls.append((len(prompts), sampling.temperature))
+        texts = []
+        for prompt in prompts:
             a, b = (int(x) for x in re.findall(r"\d+", prompt)[:2])
             rng = random.Random(f"{self.model_name}:{seed}")
-            texts = []
             for _ in range(sampling.num_generations):
                 if sampling.temperature == 0:
                     answer = a + b
                 else:
                     answer = a + b if rng.random() < 0.5 else rng.choice([a + b + 1, "\\frac{1}{2}", "no idea"])
                 texts.append(f"The answer is {answer}." if answer != "no idea" else "I cannot tell.")
-            outputs.append(texts)
-        return outputs
+        return GenerationResult(completion_ids=[[0]] * len(texts), completions=texts, truncated=[False] * len(texts))
+
+
+def fake_load_model(model_name, config):
+    return LoadedModel(FakeBackend(model_name), FakeTokenizer(), "fake")
 
 
 def check_results(results: dict, num_problems: int, num_samples: int, greedy: bool = True) -> None:
@@ -113,32 +120,29 @@ def check_pngs(output_dir: Path) -> None:
         assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
 
 
-def test_pareto_front(script):
-    points = [(40.0, 75.0), (42.0, 74.0), (41.0, 76.0), (39.0, 70.0), (41.0, 76.0)]
-    assert script.pareto_front(points) == [False, True, True, False, True]
-
-
 def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
     data = write_addition_problems(tmp_path / "add.jsonl", 6)
     out = tmp_path / "out"
-    monkeypatch.setattr(script, "build_generator", FakeGenerator)
-    FakeGenerator.calls.clear()
-    models = [str(tmp_path / "base"), str(tmp_path / "es")]  # need not exist for the fake generator
+    monkeypatch.setattr(pass_at_k, "load_model", fake_load_model)
+    FakeBackend.calls.clear()
+    models = [str(tmp_path / "base"), str(tmp_path / "es")]  # empty folders: the fake backend loads nothing
+    for model in models:
+        os.makedirs(model)
     common = ["--dataset", str(data), "-M", "8", "--greedy", "--output_dir", str(out), "--no_progress"]
 
     first = script.main(["--model", *models, "--max_problems", "4", *common])
     check_results(first, num_problems=4, num_samples=8)
     check_pngs(out)
-    assert len(FakeGenerator.calls) == 2 * 4 * 2  # per checkpoint and problem: sampled + greedy
-    assert sorted(set(FakeGenerator.calls)) == [(1, 0.0), (1, 0.6)]
+    assert len(FakeBackend.calls) == 2 * 4 * 2  # per checkpoint and problem: sampled + greedy
+    assert sorted(set(FakeBackend.calls)) == [(1, 0.0), (1, 0.6)]
     stored = json.loads((out / "results.json").read_text())
     assert stored["checkpoints"].keys() == set(models)
 
     # Resume with more problems: only the 2 new ones are generated, the first 4 are reused verbatim.
-    FakeGenerator.calls.clear()
+    FakeBackend.calls.clear()
     second = script.main(["--model", *models, *common])
     check_results(second, num_problems=6, num_samples=8)
-    assert len(FakeGenerator.calls) == 2 * 2 * 2
+    assert len(FakeBackend.calls) == 2 * 2 * 2
     for name in models:
         for pid, record in first["checkpoints"][name]["problems"].items():
             assert second["checkpoints"][name]["problems"][pid] == record
@@ -146,7 +150,7 @@ def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
         assert list(second["checkpoints"][name]["problems"]) == [str(i) for i in range(6)]
 
     # Everything finished: no model is even loaded.
-    monkeypatch.setattr(script, "build_generator", lambda *a, **k: pytest.fail("the model should not be loaded"))
+    monkeypatch.setattr(pass_at_k, "load_model", lambda *a, **k: pytest.fail("the model should not be loaded"))
     third = script.main(["--model", *models, *common])
     for name in models:
         for key in ("problems", "summary", "revision", "settings", "backend"):
@@ -156,7 +160,7 @@ def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
     # Changing a setting that changes the numbers is refused, unless --overwrite.
     with pytest.raises(ValueError, match="temperature"):
         script.main(["--model", *models, *common, "--temperature", "1.0"])
-    monkeypatch.setattr(script, "build_generator", FakeGenerator)
+    monkeypatch.setattr(pass_at_k, "load_model", fake_load_model)
     redone = script.main(["--model", models[0], *common, "--temperature", "1.0", "--overwrite", "--max_problems", "2"])
     assert redone["checkpoints"][models[0]]["summary"]["num_problems"] == 2
     assert redone["checkpoints"][models[0]]["settings"]["temperature"] == 1.0
@@ -170,7 +174,7 @@ def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
 
 def test_maj_records_match_metric(script, tmp_path, monkeypatch):
     data = write_addition_problems(tmp_path / "add.jsonl", 3, seed=1)
-    monkeypatch.setattr(script, "build_generator", FakeGenerator)
+    monkeypatch.setattr(pass_at_k, "load_model", fake_load_model)
     args = ["--model", "m", "--dataset", str(data), "-M", "4", "--save_completions", "--no_progress"]
     results = script.main([*args, "--output_dir", str(tmp_path / "out")])
     problems = results["checkpoints"]["m"]["problems"]
@@ -181,9 +185,9 @@ def test_maj_records_match_metric(script, tmp_path, monkeypatch):
     assert results["checkpoints"]["m"]["summary"]["greedy_accuracy"] is None
 
     # Adding --greedy later runs only the greedy pass; the samples are reused.
-    FakeGenerator.calls.clear()
+    FakeBackend.calls.clear()
     again = script.main([*args, "--output_dir", str(tmp_path / "out"), "--greedy"])
-    assert FakeGenerator.calls == [(1, 0.0)] * 3
+    assert FakeBackend.calls == [(1, 0.0)] * 3
     assert again["checkpoints"]["m"]["summary"]["greedy_accuracy"] == 1.0
     for pid, record in again["checkpoints"]["m"]["problems"].items():
         assert {k: v for k, v in record.items() if not k.startswith("greedy")} == problems[pid]
@@ -197,9 +201,9 @@ def test_maj_records_match_metric(script, tmp_path, monkeypatch):
     rows[0]["prompt"][0]["content"] = "What is 1 + 1? Answer with just the number."
     rows[0]["solution"] = "2"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    FakeGenerator.calls.clear()
+    FakeBackend.calls.clear()
     script.main([*args, "--output_dir", str(tmp_path / "out")])
-    assert FakeGenerator.calls == [(1, 0.6)]
+    assert FakeBackend.calls == [(1, 0.6)]
 
 
 def test_script_with_tiny_random_model(script, tmp_path):
@@ -218,6 +222,56 @@ def test_script_with_tiny_random_model(script, tmp_path):
     assert entry["backend"] == "transformers"
     assert entry["revision"]["source"] == "local" and len(entry["revision"]["fingerprint"]) == 16
     check_pngs(out)
+
+
+def test_script_evaluates_the_demo_arithmetic_task_with_a_tiny_model(script, tmp_path, capsys):
+    """The demo's own task, generated from the registry with the recipe's parameters, through the real backend."""
+    from utils import tiny_llama, tiny_tokenizer
+
+    from hf_es.tasks import TaskArguments, load_task
+
+    model_dir = tmp_path / "tiny"
+    tiny_llama().save_pretrained(model_dir)
+    tiny_tokenizer().save_pretrained(model_dir)
+    out = tmp_path / "out"
+    argv = ["--model", str(model_dir), "--dataset", "arithmetic", "--max_problems", "3", "-M", "2"]
+    argv += ["--max_new_tokens", "3", "--task_option", "arithmetic_operation=add", "--output_dir", str(out)]
+    results = script.main([*argv, "--no_progress", "--backend", "transformers", "--greedy"])
+    check_results(results, num_problems=3, num_samples=2)
+    entry = results["checkpoints"][str(model_dir)]
+    assert entry["settings"]["task_options"] == {"operation": "add"} and entry["settings"]["reward"] == "accuracy"
+    # The evaluated problems are the training recipe's held-out problems (same generator, parameters and seed).
+    _, held_out = load_task(TaskArguments(arithmetic_operation="add", num_eval_samples=3), seed=0)
+    stored = json.loads((out / "results.json").read_text())["checkpoints"][str(model_dir)]["problems"]
+    from hf_es.evaluation import prompt_hash
+
+    assert [record["prompt_sha"] for record in stored.values()] == [prompt_hash(p) for p in held_out["prompt"]]
+    check_pngs(out)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "m", "--dataset", "no_such_task"], "unknown task 'no_such_task'"),
+        (["--model", "./missing_folder", "--dataset", "arithmetic"], "model folder ./missing_folder does not exist"),
+        (["--model", "m", "--dataset", "arithmetic", "--task_option", "bogus=1"], "takes ['arithmetic_max_value'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(script, tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        script.main([*argv, "--output_dir", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 2 and "--help" in err.splitlines()[1]
+
+
+def test_help_shows_defaults(script, capsys):
+    with pytest.raises(SystemExit):
+        script.main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Samples per problem (M). (default: 32)" in help_text
+    assert "arithmetic, countdown" in help_text
 
 
 @pytest.fixture(scope="session")
@@ -243,6 +297,6 @@ def test_script_end_to_end_real_model(script, smollm2_path, tmp_path, monkeypatc
     summary = results["checkpoints"][smollm2_path]["summary"]
     assert summary["pass@k"]["4"] >= summary["pass@k"]["1"]
 
-    monkeypatch.setattr(script, "build_generator", lambda *a, **k: pytest.fail("the model should not be loaded"))
+    monkeypatch.setattr(pass_at_k, "load_model", lambda *a, **k: pytest.fail("the model should not be loaded"))
     again = script.main(argv)
     assert again["checkpoints"][smollm2_path]["problems"] == results["checkpoints"][smollm2_path]["problems"]
