@@ -35,7 +35,7 @@ from typing import Any
 from trl import ModelConfig, TrlParser
 
 from hf_es import ESConfig, ESTrainer
-from hf_es.analysis.plots import plot_reward_curve
+from hf_es.model_card import plot_reward_curve
 from hf_es.models import resolve_model_name_or_path
 from hf_es.tasks import TaskArguments, load_task, reward_functions
 

@@ -15,8 +15,8 @@ import sys
 from trl import ModelConfig, TrlParser
 
 from hf_es import ESConfig, ESTrainer
-from hf_es.analysis.plots import plot_reward_curve
-from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
+from hf_es.model_card import plot_reward_curve
+from hf_es.tasks import TaskArguments, apply_model_config, describe_task, load_task, reward_functions
 from hf_es.trainer.es_config import check_no_grpo_only_fields
 
 
@@ -41,6 +41,7 @@ def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelCon
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
     )
+    trainer.task_description = describe_task(task_args, seed=training_args.seed)  # recorded in the model card
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if eval_dataset is not None:
         trainer.evaluate()

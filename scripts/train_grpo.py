@@ -25,20 +25,20 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from datasets import Dataset
-from transformers import PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
-from hf_es.analysis.plots import plot_reward_curve
+from hf_es.evaluation import evaluate_rewards
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend
+from hf_es.model_card import plot_reward_curve
 from hf_es.models import base_model_id
+from hf_es.prompts import prompt_texts
 from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
-from hf_es.trainer.utils import RewardTally, write_redacted_training_args
+from hf_es.trainer.utils import write_redacted_training_args
 
 LINEAGE_FILE = "hf_es_lineage.json"
 
@@ -114,13 +114,6 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
         if source is not None and self.is_world_process_zero():
             write_grpo_card(self, *source)
 
-    def _prompt_text(self, prompt: Any, tokenizer: PreTrainedTokenizerBase) -> str:
-        if isinstance(prompt, str):
-            return prompt
-        return tokenizer.apply_chat_template(
-            prompt, tokenize=False, add_generation_prompt=True, **(self.args.chat_template_kwargs or {})
-        )
-
     def evaluate(
         self,
         eval_dataset: Dataset | dict[str, Dataset] | None = None,
@@ -147,7 +140,6 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
             for key, subset in dataset.items():
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
-        start = time.perf_counter()
         tokenizer = self.processing_class
         sampling = SamplingConfig(
             max_completion_length=self.eval_arguments.eval_max_completion_length or self.args.max_completion_length,
@@ -157,30 +149,35 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
             min_p=self.args.min_p,
             repetition_penalty=self.args.repetition_penalty,
         )
-        rank, world = self.accelerator.process_index, self.accelerator.num_processes
-        indices = list(range(rank, len(dataset), world))
-        tally = RewardTally(self.reward_func_names)
+
+        def score(batch: list[dict[str, Any]], result: Any, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+            prompts = [example["prompt"] for example in batch]
+            return rewards_of(
+                self.reward_funcs,
+                self._shared_reward_weights,
+                batch,
+                prompts,
+                result.completions,
+                result.completion_ids,
+            )
+
         was_training = self.model.training
         self.model.eval()
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped:
-            backend = TransformersGenerationBackend(unwrapped, tokenizer)
-            batch_size = self.args.per_device_eval_batch_size
-            for offset in range(0, len(indices), batch_size):
-                batch = [dataset[i] for i in indices[offset : offset + batch_size]]
-                prompts = [example["prompt"] for example in batch]
-                texts = [self._prompt_text(prompt, tokenizer) for prompt in prompts]
-                result = backend.generate(texts, sampling, seed=self.args.seed + indices[offset])
-                per_function, total = rewards_of(
-                    self.reward_funcs,
-                    self._shared_reward_weights,
-                    batch,
-                    prompts,
-                    result.completions,
-                    result.completion_ids,
-                )
-                tally.add(per_function, total, result.completion_ids)
-        metrics = tally.metrics(self.accelerator, metric_key_prefix)
-        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+            metrics = evaluate_rewards(
+                TransformersGenerationBackend(unwrapped, tokenizer),
+                dataset,
+                format_prompts=lambda prompts: prompt_texts(
+                    prompts, tokenizer, chat_template_kwargs=self.args.chat_template_kwargs
+                ),
+                score=score,
+                sampling=sampling,
+                reward_func_names=self.reward_func_names,
+                batch_size=self.args.per_device_eval_batch_size,
+                seed=self.args.seed,
+                accelerator=self.accelerator,
+                metric_key_prefix=metric_key_prefix,
+            )
         self.log(metrics)  # in eval mode, so GRPOTrainer.log does not fold pending training metrics into it
         self.model.train(was_training)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)

@@ -44,7 +44,7 @@ from ..prompts import fit_prompts, format_prompts, is_conversational_prompt
 from ..rewards import get_reward_stats
 from .es_config import ESConfig
 from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
-from .utils import RewardTally, write_redacted_training_args
+from .utils import write_redacted_training_args
 
 logger = logging.get_logger(__name__)
 
@@ -675,22 +675,21 @@ class ESTrainer(Trainer):
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
         self._check_dataset(dataset, "eval_dataset")
-        start = time.perf_counter()
+        from ..evaluation import evaluate_rewards
+
         self.backend.restore()
-        rank, world = self.accelerator.process_index, self.accelerator.num_processes
-        indices = list(range(rank, len(dataset), world))
-        batch_size = self.args.per_device_eval_batch_size
-        tally = RewardTally(self.reward_func_names)
-        for offset in range(0, len(indices), batch_size):
-            batch = [dataset[i] for i in indices[offset : offset + batch_size]]
-            texts = self._prompt_texts([example["prompt"] for example in batch])
-            seed = stable_seed(self.args.noise_seed, "eval", indices[offset])
-            result = self.backend.generate(texts, self.sampling, seed=seed)
-            scored = self._score(batch, result, where=f"evaluation, example {indices[offset]}")
-            if scored is not None:
-                tally.add(*scored, result.completion_ids)
-        metrics = tally.metrics(self.accelerator, metric_key_prefix)
-        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+        metrics = evaluate_rewards(
+            self.backend,
+            dataset,
+            format_prompts=self._prompt_texts,
+            score=self._score,
+            sampling=self.sampling,
+            reward_func_names=self.reward_func_names,
+            batch_size=self.args.per_device_eval_batch_size,
+            seed=self.args.noise_seed,
+            accelerator=self.accelerator,
+            metric_key_prefix=metric_key_prefix,
+        )
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
@@ -858,7 +857,7 @@ class ESTrainer(Trainer):
         if self.is_world_process_zero():
             self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
 
-    # ---- Hub: every push is one commit through `hf_es.model_card.push_checkpoint` (retries, never deletes) ----
+    # ---- Hub: every push is one commit through `hf_es.hub.push_checkpoint` (retries, never deletes) ----
 
     hub_push_retries: int = 3
     """Retries of a failed Hub push (after the first attempt) before giving up."""
@@ -893,7 +892,7 @@ class ESTrainer(Trainer):
         (safetensors), tokenizer, config, model card (`README.md`), `drift_stats.json`, `trainer_state.json`,
         `es_state.json` and the plots. Checkpoint folders, staging folders and the fp32 master copy are not uploaded.
 
-        A failed upload is retried with exponential backoff (see [`~hf_es.model_card.push_checkpoint`]); the local
+        A failed upload is retried with exponential backoff (see [`~hf_es.hub.push_checkpoint`]); the local
         files are never deleted, and the token is never written to a file, a log or an error message.
 
         Args:
@@ -910,7 +909,7 @@ class ESTrainer(Trainer):
         from huggingface_hub import HfApi
         from transformers.utils.hub import PushInProgress
 
-        from ..model_card import push_checkpoint
+        from ..hub import push_checkpoint
 
         self.callback_handler.on_push_begin(self.args, self.state, self.control)
         model_name = kwargs.pop("model_name", None)
@@ -956,7 +955,7 @@ class ESTrainer(Trainer):
         checkpoint kept locally."""
         from transformers.trainer_utils import HubStrategy, SaveStrategy
 
-        from ..model_card import PUSH_ALLOW_PATTERNS, push_checkpoint
+        from ..hub import PUSH_ALLOW_PATTERNS, push_checkpoint
 
         strategy = self.args.hub_strategy
         if not self.is_world_process_zero() or strategy == HubStrategy.END:
@@ -988,7 +987,7 @@ class ESTrainer(Trainer):
                 logger.error(f"{error} Training continues; {checkpoint_folder} is kept.")
 
     def _write_model_card(self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None):
-        from ..model_card import write_model_card
+        from ..model_card import RunRecord, write_model_card
 
         drift = None
         if self.args.model_card_drift and os.path.isdir(self.base_model_id):
@@ -1010,6 +1009,7 @@ class ESTrainer(Trainer):
             lineage=lineage if len(lineage) > 1 else None,
             hyperparameters=self.args.to_dict(),
             log_history=self.state.log_history,
+            run=RunRecord.from_trainer(self),
             drift=drift,
             datasets=[dataset_name] if dataset_name else None,
             hardware=hardware,

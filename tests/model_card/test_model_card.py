@@ -1,6 +1,7 @@
 """Model cards (hf_es.model_card): metadata that parses and validates locally with huggingface_hub, content from
 plain inputs, files written next to the checkpoint, and no credentials anywhere."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,15 +11,16 @@ from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
 from hf_es.analysis import compute_drift
+from hf_es.hub import redact
 from hf_es.model_card import (
     build_model_card,
     eval_results_from_json,
     model_card_template_path,
-    redact,
     write_model_card,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
 TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 BASE = "HuggingFaceTB/SmolLM2-135M-Instruct"
 HPARAMS = {
@@ -248,7 +250,7 @@ def test_push_checkpoint_one_commit_with_retries(tmp_path, caplog, monkeypatch):
     from hub_server import LocalHub
     from huggingface_hub import HfApi
 
-    from hf_es.model_card import push_checkpoint
+    from hf_es.hub import push_checkpoint
 
     folder = checkpoint_folder(tmp_path)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
@@ -275,7 +277,7 @@ def test_push_checkpoint_gives_up_without_leaking_or_deleting(tmp_path, monkeypa
     from hub_server import LocalHub
     from huggingface_hub import HfApi
 
-    from hf_es.model_card import push_checkpoint
+    from hf_es.hub import push_checkpoint
 
     folder = checkpoint_folder(tmp_path)
     before = sorted(p.name for p in folder.iterdir())
