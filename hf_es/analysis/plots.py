@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .drift import DriftReport
+    from .report import DriftReport
 
 __all__ = [
     "plot_delta_histogram",

@@ -7,14 +7,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
-
 from ..es import stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig
 
 __all__ = ["evaluate_rewards"]
 
-ScoreFn = Callable[[list[dict[str, Any]], GenerationResult, str], "tuple[torch.Tensor, torch.Tensor] | None"]
+ScoreFn = Callable[[list[dict[str, Any]], GenerationResult, str], Any]
+"""`score(rows, result, where)` -> `Scores` (with `per_function` and `total`), a `(per_function, total)` pair, or
+`None` to leave the batch out."""
 
 
 def evaluate_rewards(
@@ -36,7 +36,8 @@ def evaluate_rewards(
         backend: Generates with the weights to evaluate.
         dataset: Rows with a `prompt` column and the columns the reward functions read.
         format_prompts: Prompts -> texts for the backend (`hf_es.prompts.prompt_texts` with the run's settings).
-        score: `score(rows, result, where) -> (per_function, total)` or `None` to skip the batch.
+        score: `score(rows, result, where)`: per-function rewards `(completions, functions)` (NaN: not applicable)
+            and weighted totals, as `Scores` or a pair, or `None` to leave the batch out.
         sampling: How to sample (greedy in the recipes).
         reward_func_names: Names of the reward functions, in `score`'s column order.
         batch_size: Prompts per `generate` call on each process.
@@ -58,7 +59,9 @@ def evaluate_rewards(
         result = backend.generate(texts, sampling, seed=stable_seed(seed, "eval", indices[offset]))
         scored = score(batch, result, f"evaluation, example {indices[offset]}")
         if scored is not None:
-            tally.add(*scored, result.completion_ids)
+            # `hf_es.trainer.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
+            per_function, total = (scored.per_function, scored.total) if hasattr(scored, "total") else scored
+            tally.add(per_function, total, result.completion_ids)
     metrics = tally.metrics(accelerator, metric_key_prefix)
     metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
     return metrics

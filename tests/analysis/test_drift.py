@@ -14,9 +14,10 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from hf_es.analysis import DriftReport, compare_drift, compute_drift, layer_index, module_type, threshold_checkpoint
-from hf_es.analysis.drift import threshold_sweep
+from hf_es.analysis import threshold_sweep
+from hf_es.analysis.plots import plot_threshold_sweep
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TAUS = (1e-5, 1e-4, 1.5e-3, 1e-2)
 
 
@@ -327,9 +328,9 @@ def test_threshold_sweep(tmp_path):
         tuned,
         evaluate,
         taus=(1e-4, 1e-3, 1e-2),
-        plot_path=tmp_path / "sweep.png",
         results_path=tmp_path / "s.json",
     )
+    plot_threshold_sweep(rows, tmp_path / "sweep.png")
     assert [r["tau"] for r in rows] == [0.0, 1e-4, 1e-3, 1e-2]
     assert rows[0]["update_sparsity"] == 0.0
     sparsity = [r["update_sparsity"] for r in rows]
