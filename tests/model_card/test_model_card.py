@@ -233,7 +233,7 @@ def test_eval_results_from_plain_dicts():
 
 
 def checkpoint_folder(tmp_path):
-    from hf_es.analysis.drift import threshold_checkpoint
+    from hf_es.analysis import threshold_checkpoint
 
     folder = tmp_path / "ckpt"
     threshold_checkpoint({"w": torch.zeros(3)}, {"w": torch.ones(3)}, 0.0, folder)
