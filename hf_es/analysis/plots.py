@@ -40,6 +40,16 @@ def _save(fig: Any, path: str | Path) -> Path:
     return path
 
 
+def _finish(fig: Any, ax: Any, path: str | Path, xlabel: str, ylabel: str, title: str, legend: bool = True) -> Path:
+    """Labels the axes, adds the legend and saves the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend()
+    return _save(fig, path)
+
+
 def _as_labelled(reports: DriftReport | Labelled) -> Labelled:
     return reports if isinstance(reports, Mapping) else {"tuned": reports}
 
@@ -70,11 +80,14 @@ def plot_delta_histogram(
         ax.text(math.log10(tau), 0.98, f" τ={tau:g}", transform=ax.get_xaxis_transform(), fontsize=8, va="top")
     if math.isfinite(lo):
         ax.set_xlim(min(lo, *(math.log10(t) for t in taus)) - 0.5, max(hi, *(math.log10(t) for t in taus)) + 0.5)
-    ax.set_xlabel("log10 |Δθ|  (changed coordinates)")
-    ax.set_ylabel("fraction of changed coordinates")
-    ax.set_title("Distribution of update magnitudes")
-    ax.legend()
-    return _save(fig, path)
+    return _finish(
+        fig,
+        ax,
+        path,
+        "log10 |Δθ|  (changed coordinates)",
+        "fraction of changed coordinates",
+        "Distribution of update magnitudes",
+    )
 
 
 def plot_sparsity_curve(reports: DriftReport | Labelled, path: str | Path) -> Path:
@@ -87,11 +100,7 @@ def plot_sparsity_curve(reports: DriftReport | Labelled, path: str | Path) -> Pa
     ax.axvline(1.5e-3, color="gray", linestyle="--", linewidth=1)
     ax.set_xscale("log")
     ax.set_ylim(0, 100)
-    ax.set_xlabel("τ")
-    ax.set_ylabel("s_τ: % of nonzero updates with |Δθ| ≤ τ")
-    ax.set_title("Update sparsity")
-    ax.legend()
-    return _save(fig, path)
+    return _finish(fig, ax, path, "τ", "s_τ: % of nonzero updates with |Δθ| ≤ τ", "Update sparsity")
 
 
 def plot_layer_distance(reports: DriftReport | Labelled, path: str | Path) -> Path:
@@ -163,7 +172,6 @@ def plot_threshold_sweep(
     ax.plot(xs, [r["accuracy"] for r in rows], marker="o")
     for x, r in zip(xs, rows):
         ax.annotate(f"τ={r['tau']:g}", (x, r["accuracy"]), fontsize=7, textcoords="offset points", xytext=(2, 4))
-    ax.set_xlabel("update sparsity s_τ (% of nonzero updates reset)")
-    ax.set_ylabel(ylabel)
-    ax.set_title("Accuracy vs update sparsity")
-    return _save(fig, path)
+    return _finish(
+        fig, ax, path, "update sparsity s_τ (% of nonzero updates reset)", ylabel, "Accuracy vs update sparsity", False
+    )

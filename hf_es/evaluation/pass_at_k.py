@@ -6,6 +6,7 @@ samples of a problem do not depend on batching or on which problems a resumed ru
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -105,15 +106,11 @@ class PassAtKConfig:
 
     def sampling(self, greedy: bool = False) -> SamplingConfig:
         """The [`SamplingConfig`] of the M samples, or of the greedy pass."""
+        greedy_config = SamplingConfig(max_completion_length=self.max_new_tokens, temperature=0.0)
         if greedy:
-            return SamplingConfig(max_completion_length=self.max_new_tokens, temperature=0.0, num_generations=1)
-        return SamplingConfig(
-            max_completion_length=self.max_new_tokens,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            num_generations=self.num_samples,
-        )
+            return greedy_config
+        sampled = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+        return dataclasses.replace(greedy_config, num_generations=self.num_samples, **sampled)
 
 
 @dataclass

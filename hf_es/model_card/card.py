@@ -186,12 +186,8 @@ def build_model_card(
 def write_model_card(
     output_dir: str | Path,
     *,
-    base_model: str,
-    hyperparameters: Mapping[str, Any] | None = None,
     log_history: Sequence[Mapping[str, Any]] | None = None,
-    run: RunRecord | None = None,
     drift: DriftReport | None = None,
-    eval_results: EvalResultsInput | None = None,
     eval_checkpoint: str | None = None,
     secrets: Iterable[str] = (),
     **card_kwargs: Any,
@@ -203,11 +199,12 @@ def write_model_card(
 
     Args:
         output_dir: The checkpoint folder.
-        base_model, hyperparameters, log_history, run, drift, eval_results: See [`build_model_card`].
+        log_history, drift: See [`build_model_card`].
         eval_checkpoint: Which checkpoint of the evaluation JSON is this model; by default the one whose path or
             folder name matches `output_dir`, else the last one.
         secrets: Strings that must never be written (pass `args.hub_token`).
-        **card_kwargs: Other arguments of [`build_model_card`] (`lineage`, `datasets`, `hardware`, `repo_id`, ...).
+        **card_kwargs: The other arguments of [`build_model_card`] (`base_model`, `hyperparameters`, `run`,
+            `eval_results`, `lineage`, `hardware`, `repo_id`, ...).
 
     Returns:
         The card that was saved to `output_dir/README.md`.
@@ -244,12 +241,8 @@ def write_model_card(
         except (KeyError, TypeError, ValueError):
             drift = None
     card = build_model_card(
-        base_model=base_model,
-        hyperparameters=hyperparameters,
         log_history=log_history,
-        run=run,
         drift=drift,
-        eval_results=eval_results,
         reward_curve=reward_curve.name if reward_curve is not None else None,
         drift_file=drift_path.name,
         secrets=secrets,
