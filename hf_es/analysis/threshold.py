@@ -104,14 +104,7 @@ def threshold_checkpoint(
             index = dict(src_tuned.index)
             (output_dir / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
         if copy_files and src_tuned.directory is not None:
-            for item in src_tuned.directory.iterdir():
-                if (
-                    item.is_file()
-                    and not item.name.endswith(WEIGHT_SUFFIX)
-                    and not item.name.endswith((".safetensors.index.json", ".bin", ".pt", ".pth"))
-                    and item.name not in _NOT_COPIED
-                ):
-                    shutil.copy2(item, output_dir / item.name)
+            _copy_side_files(src_tuned.directory, output_dir)
 
     summary = {
         "output_dir": str(output_dir),
@@ -126,6 +119,18 @@ def threshold_checkpoint(
     }
     (output_dir / "threshold.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _copy_side_files(source: Path, output_dir: Path) -> None:
+    """Copies config, tokenizer and generation files (not weights, not files describing the tuned run)."""
+    for item in source.iterdir():
+        if (
+            item.is_file()
+            and not item.name.endswith(WEIGHT_SUFFIX)
+            and not item.name.endswith((".safetensors.index.json", ".bin", ".pt", ".pth"))
+            and item.name not in _NOT_COPIED
+        ):
+            shutil.copy2(item, output_dir / item.name)
 
 
 def threshold_sweep(

@@ -119,6 +119,7 @@ def build_model_card(
     Returns:
         The rendered `huggingface_hub.ModelCard`.
     """
+    # Long only through its arguments and docstring: the body turns the inputs into the template's values.
     secrets = [s for s in secrets if s]
     hyperparameters = redact(dict(hyperparameters or {}), secrets)
     log_history = list(log_history or [])

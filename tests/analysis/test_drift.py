@@ -13,8 +13,15 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from hf_es.analysis import DriftReport, compare_drift, compute_drift, layer_index, module_type, threshold_checkpoint
-from hf_es.analysis import threshold_sweep
+from hf_es.analysis import (
+    DriftReport,
+    compare_drift,
+    compute_drift,
+    layer_index,
+    module_type,
+    threshold_checkpoint,
+    threshold_sweep,
+)
 from hf_es.analysis.plots import plot_threshold_sweep
 
 REPO = Path(__file__).resolve().parents[2]
