@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,8 +55,10 @@ def modules_cache() -> Path:
 
     Returns:
         `Path`: `$HF_MODULES_CACHE`, else `$HF_HOME/modules`, else `$XDG_CACHE_HOME/huggingface/modules`, else
-        `~/.cache/huggingface/modules`.
+        `~/.cache/huggingface/modules`; once `evaluate` is imported, the value it read then (it reads it once).
     """
+    if "evaluate.config" in sys.modules:
+        return Path(sys.modules["evaluate.config"].HF_MODULES_CACHE)
     if os.environ.get("HF_MODULES_CACHE"):
         return Path(os.environ["HF_MODULES_CACHE"])
     xdg = os.environ.get("XDG_CACHE_HOME", "~/.cache")
@@ -127,11 +130,14 @@ def register(names: Iterable[str] = AVAILABLE_METRICS) -> dict[str, str]:
     Returns:
         `dict[str, str]`: for every metric, the Python module path evaluate will import.
     """
-    from evaluate.loading import LocalEvaluationModuleFactory
+    from evaluate.loading import LocalEvaluationModuleFactory, init_dynamic_modules
 
     modules = {}
+    dynamic_modules_path = init_dynamic_modules(hf_modules_cache=modules_cache())
     for name in _check_names(names):
-        factory = LocalEvaluationModuleFactory(str(METRICS_DIR / name / f"{name}.py"))
+        factory = LocalEvaluationModuleFactory(
+            str(METRICS_DIR / name / f"{name}.py"), dynamic_modules_path=dynamic_modules_path
+        )
         # The canonical Hub name gives the cache layout that `evaluate.load(name)` falls back to.
         factory.name = f"{CANONICAL_NAMESPACE}/{name}"
         modules[name] = factory.get_module().module_path
