@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--metrics", nargs="+", default=list(AVAILABLE_METRICS), help="Metrics to publish (pass_at_k, maj_at_k)."
     )
     parser.add_argument("--private", action="store_true", help="Create the Spaces as private.")
-    parser.add_argument("--token", default=None, help="Hub token (default: HF_TOKEN or the `hf auth login` one).")
+    parser.add_argument("--token", default=None, help="Hub token; None uses HF_TOKEN or the `hf auth login` token.")
     args = parser.parse_args(argv)
     unknown = [name for name in args.metrics if name not in AVAILABLE_METRICS]
     if unknown:
