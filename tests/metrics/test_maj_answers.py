@@ -56,3 +56,21 @@ def test_numbers_with_words_keep_the_number():
     for text in ("18 dollars", "5\\text{ cm}", "\\$18", "So the result is 18."):
         assert parse_answer(text) is not None and str(parse_answer(text)[0]) in ("18", "5"), text
     assert parse_answer("0.3")[-1] == "0.3"  # a plain number keeps its spelling as the reported answer
+
+
+@pytest.mark.parametrize(
+    "completion, gold, reward",
+    [
+        ("The answer is (C)", "C", 1.0),
+        ("The answer is C", "\\text{(C)}", 1.0),
+        ("The answer is \\textbf{C}", "(C)", 1.0),
+        ("The answer is x.", "x", 1.0),
+        ("\\boxed{\\tfrac{1}{2}}", "\\frac12", 1.0),
+        ("The answer is (B)", "2", 0.0),
+        ("The answer is B", "\\text{(C)}", 0.0),
+    ],
+)
+def test_accuracy_reward_scores_letters_and_symbols_stated_in_text(completion, gold, reward):
+    from hf_es.rewards.accuracy import AccuracyConfig, score_accuracy
+
+    assert score_accuracy(completion, gold, AccuracyConfig()) == (reward, "ok")
