@@ -100,6 +100,7 @@ def test_registration_is_idempotent_and_only_removes_its_own_entries(tmp_path, m
     from hf_es.metrics import registration
 
     monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", tmp_path / "modules")  # evaluate reads it at import
+    monkeypatch.setattr(sys, "path", list(sys.path))  # evaluate appends the cache to sys.path: undo it afterwards
     foreign = tmp_path / "modules" / "evaluate_modules" / "metrics" / "evaluate-metric--pass_at_k" / ("f" * 64)
     foreign.mkdir(parents=True)
     (foreign / "pass_at_k.json").write_text(json.dumps({"original file path": "/hub/blobs/pass_at_k.py"}))
