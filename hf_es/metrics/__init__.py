@@ -8,9 +8,14 @@
 """
 `evaluate` metric modules shipped with hf_es: `pass_at_k` and `maj_at_k`.
 
-Each metric is a folder (`<name>/<name>.py` + metric card `README.md`) that `evaluate.load` can read by path, offline:
+Each metric is a folder (`<name>/<name>.py` + metric card `README.md`) that `evaluate.load` can read by path, offline.
+After `import hf_es` (or `python -m hf_es.metrics register`) they also load by bare name, offline and online: see
+[`hf_es.metrics.registration`].
 
 ```python
+>>> import evaluate, hf_es
+>>> evaluate.load("pass_at_k").compute(num_samples=[4, 4], num_correct=[1, 0], k=[1, 2])["pass@2"]
+0.25
 >>> import hf_es.metrics
 >>> pass_at_k = hf_es.metrics.load("pass_at_k")  # same as evaluate.load(hf_es.metrics.metric_path("pass_at_k"))
 >>> pass_at_k.compute(num_samples=[4, 4], num_correct=[1, 0], k=[1, 2])["pass@2"]
@@ -22,13 +27,11 @@ The pure estimators (no `evaluate` needed) are in [`hf_es.metrics.estimators`].
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-__all__ = ["AVAILABLE_METRICS", "METRICS_DIR", "load", "metric_path"]
+from .registration import AVAILABLE_METRICS, METRICS_DIR, register, unregister
 
-METRICS_DIR = Path(__file__).resolve().parent
-AVAILABLE_METRICS = ("pass_at_k", "maj_at_k")
+__all__ = ["AVAILABLE_METRICS", "METRICS_DIR", "load", "metric_path", "register", "unregister"]
 
 
 def metric_path(name: str) -> str:

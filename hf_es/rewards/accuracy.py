@@ -117,6 +117,10 @@ def _parse_cached(answer: str, kind: str) -> tuple:
             parsed = parse(answer, extraction_config=_TEXT_CONFIG, parsing_timeout=None)
     else:
         parsed = parse(answer, extraction_config=_TEXT_CONFIG, parsing_timeout=None)
+        if not parsed and len(answer) <= 64:  # a lone answer without delimiters ("C", "(B)", "x"): read it as LaTeX
+            parsed = parse(
+                "\\boxed{" + answer.rstrip(".") + "}", extraction_config=_LATEX_CONFIG, parsing_timeout=None
+            )
     return tuple(parsed)
 
 

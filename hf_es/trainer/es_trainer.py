@@ -39,7 +39,7 @@ from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
-from ..models import base_model_id
+from ..models import base_model_id, resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts, is_conversational_prompt
 from ..rewards import get_reward_stats
 from .es_config import ESConfig
@@ -197,6 +197,8 @@ class ESTrainer(Trainer):
         peft_config: Any = None,
         generation_backend: GenerationBackend | None = None,
     ):
+        if isinstance(model, (str, os.PathLike)):  # one resolution for every entry point (hf_es.models)
+            model = resolve_model_name_or_path(model)
         model_id = model if isinstance(model, str) else model.config._name_or_path
         self.base_model_id = str(model_id)
         if args is None:

@@ -26,7 +26,8 @@ _DESCRIPTION = """\
 Maj@K (majority voting, self-consistency): for each problem, the final answers of the first K sampled completions vote;
 answers are grouped by math-verify equivalence (so 0.5, 1/2 and \\frac{1}{2} vote together), ties go to the answer that
 appeared first, answers in which math-verify finds nothing to parse abstain, and the winning answer is scored against
-the gold answer with math-verify.
+the gold answer with math-verify. A lone answer without delimiters is read as LaTeX (\\frac12, \\text{(C)}, x), so
+symbolic and multiple-choice answers vote and are scored: C, (C) and \\textbf{C} are one answer, B and 2 are two.
 The score is the fraction of problems whose winner is correct.
 """
 
@@ -47,7 +48,7 @@ Returns:
 Examples:
 
     >>> import evaluate
-    >>> maj_at_k = evaluate.load("hf_es/metrics/maj_at_k")  # or hf_es.metrics.load("maj_at_k")
+    >>> maj_at_k = evaluate.load("maj_at_k")  # after `import hf_es`; from a Hub Space: "<namespace>/maj_at_k"
     >>> results = maj_at_k.compute(predictions=[["1/2", "0.3", "\\\\frac{1}{2}"]], references=["0.5"], k=3)
     >>> print(results["maj@3"])
     1.0

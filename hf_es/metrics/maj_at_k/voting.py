@@ -13,11 +13,12 @@ its module cache (relative import), and the folder can be pushed as-is to a Hub 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from math_verify import parse, verify
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, StringExtractionConfig, parse, verify
 
 __all__ = [
     "AnswerClusters",
@@ -28,9 +29,41 @@ __all__ = [
 ]
 
 
+# A final answer written without delimiters (`\frac12`, `x`, `\text{(C)}`) is read as LaTeX by boxing it first;
+# math-verify's LaTeX extraction only looks inside delimiters or boxes.
+_BOXED_CONFIG = [LatexExtractionConfig(boxed_match_priority=0)]
+# Text with delimiters, or prose: math-verify's own extraction (last boxed / delimited LaTeX, else a plain expression).
+_TEXT_CONFIG = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+# Multiple-choice letters stated in prose ("the answer is C"), anchored so that a stray "A" in a sentence is not one.
+_LETTER_CONFIG = [StringExtractionConfig(strings=("A", "B", "C", "D", "E"), try_extract_without_anchor=False)]
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
+_DELIMITER = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed|\\fbox")
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_PARENTHESISED_LETTER = re.compile(r"\(([A-E])\)")
+
+
+def _is_bare_answer(text: str) -> bool:
+    """A lone final answer (LaTeX without delimiters, a letter, a number) rather than a sentence or a completion.
+
+    Prose has two words, or a word next to a number ("18 dollars"); LaTeX command names (`\\frac`, `\\text`) are
+    not words.
+    """
+    if "\n" in text or _DELIMITER.search(text):
+        return False
+    words = _WORD.findall(_COMMAND.sub(" ", text))
+    return len(words) == 0 or (len(words) == 1 and not any(char.isdigit() for char in text))
+
+
 def parse_answer(answer: str | None) -> list[Any] | None:
     """
-    Parse one final answer (or a whole completion: the last boxed / final expression is extracted) with math-verify.
+    Parse one final answer, or a whole completion, with math-verify.
+
+    - A lone answer is read as LaTeX even without delimiters: `\\frac12`, `\\dfrac{1}{2}`, `0.5`, `x^2+1`, `(1, 2)`,
+      and symbols or choice letters (`x`, `C`, `(B)`, `\\text{(C)}`, `\\textbf{C}`), which therefore vote and are
+      scored (a letter is a symbol: `C`, `(C)` and `\\text{C}` are the same answer; `B` and `2` are not).
+    - Text with delimiters or prose: the last boxed or delimited LaTeX, else the last plain expression, else a choice
+      letter stated as the answer ("the answer is C").
 
     Args:
         answer (`str` or `None`): the sampled answer.
@@ -44,7 +77,16 @@ def parse_answer(answer: str | None) -> list[Any] | None:
     text = str(answer).strip()
     if not text:
         return None
-    parsed = parse(text)
+    if _PLAIN_NUMBER.fullmatch(text):
+        parsed = parse(text, _TEXT_CONFIG)  # keeps the number as written ("0.3", not "\\frac{3}{10}")
+    elif _is_bare_answer(text):
+        parsed = parse("\\boxed{" + text + "}", _BOXED_CONFIG)
+    else:
+        parsed = parse(text, _TEXT_CONFIG)
+        if not parsed:
+            letter = parse(_PARENTHESISED_LETTER.sub(r"\1", text), _LETTER_CONFIG)  # "is (B)" -> "is B"
+            # Re-read the letter as LaTeX, so that it votes with `C` / `\\text{(C)}` written as lone answers.
+            parsed = parse("\\boxed{" + letter[-1] + "}", _BOXED_CONFIG) if letter else []
     return parsed if parsed else None
 
 

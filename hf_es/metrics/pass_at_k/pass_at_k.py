@@ -46,7 +46,7 @@ Returns:
 Examples:
 
     >>> import evaluate
-    >>> pass_at_k = evaluate.load("hf_es/metrics/pass_at_k")  # or hf_es.metrics.load("pass_at_k")
+    >>> pass_at_k = evaluate.load("pass_at_k")  # after `import hf_es`; from a Hub Space: "<namespace>/pass_at_k"
     >>> results = pass_at_k.compute(num_samples=[4, 4], num_correct=[1, 0], k=[1, 2])
     >>> print(results["pass@1"], results["pass@2"])
     0.125 0.25
