@@ -145,7 +145,8 @@ class ESConfig(TrainingArguments):
             name equals an entry or ends with `"." + entry` (e.g. `["q_proj", "k_proj", "v_proj", "o_proj",
             "input_layernorm"]`), a string is a regular expression matching the whole module or parameter name.
             Parameters left out are never perturbed nor updated and get no fp32 master copy. `None` (default): every
-            trainable parameter evolves (with `peft_config`, the adapter).
+            trainable parameter evolves (with `peft_config`, the adapter). On the command line give a regular
+            expression (`--es_target_modules '.*\\.(q_proj|v_proj)'`); lists come from Python or YAML.
         save_merged_model (`bool`, *optional*, defaults to `False`):
             With a PEFT adapter, also write the adapter merged into the base weights (a full model loadable without
             `peft`) to `<output_dir>/merged` at every save; the adapter itself is always saved.
@@ -243,12 +244,15 @@ class ESConfig(TrainingArguments):
         default=None,
         metadata={
             "help": "Full-rank parameters to evolve, in PEFT's target_modules style: module-name suffixes (list) or a "
-            "full-match regex (string). None evolves every trainable parameter."
+            "full-match regex (string; the command line takes a regex, e.g. '.*\\.(q_proj|v_proj)'). None evolves every "
+            "trainable parameter."
         },
     )
     save_merged_model: bool = field(
         default=False,
-        metadata={"help": "With a PEFT adapter, also save the merged full model in `<output_dir>/merged` at each save."},
+        metadata={
+            "help": "With a PEFT adapter, also save the merged full model in `<output_dir>/merged` at each save."
+        },
     )
 
     def __post_init__(self):
