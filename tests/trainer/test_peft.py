@@ -8,6 +8,7 @@ import torch
 from utils import prompt_dataset, tiny_llama, tiny_tokenizer
 
 from hf_es import ESConfig, ESTrainer
+from hf_es.trainer.adapters import adapter_summary
 
 peft = pytest.importorskip("peft")
 from peft import LoraConfig, PeftModel  # noqa: E402
@@ -92,6 +93,14 @@ def test_master_covers_only_the_adapter_and_the_update_is_the_formula(tmp_path):
     assert set(centre.master) == trainable and all(".lora_" in n for n in trainable)
     # 2 layers x (q: A 4x32 + B 32x4, v: A 4x32 + B 16x4)
     assert centre.num_parameters == 2 * (4 * 32 + 32 * 4 + 4 * 32 + 16 * 4)
+    assert adapter_summary(trainer.model) == {
+        "evolved_parameters": centre.num_parameters,
+        "total_parameters": centre.num_parameters + sum(p.numel() for p in tiny_llama().parameters()),
+        "peft_type": "LORA",
+        "r": 4,
+        "lora_alpha": 8,
+        "target_modules": ["q_proj", "v_proj"],
+    }
     before = {n: t.clone() for n, t in centre.master.items()}
     trainer.train()
     members = make_population(0, 0, 6)
@@ -173,6 +182,13 @@ def test_es_target_modules_evolves_only_the_selection(tmp_path):
     before = {n: p.clone() for n, p in trainer.model.named_parameters()}
     selected = {n for n in before if ".o_proj." in n or ".input_layernorm." in n}
     assert set(trainer.backend.centre.master) == selected  # no fp32 master for the rest
+    summary = adapter_summary(trainer.model, selection)
+    assert summary["es_target_modules"] == selection
+    assert (
+        summary["evolved_parameters"]
+        == sum(before[n].numel() for n in selected)
+        == trainer.backend.centre.num_parameters
+    )
     trainer.train()
     for name, param in trainer.model.named_parameters():
         if name in selected:
