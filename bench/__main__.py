@@ -12,7 +12,7 @@ import os
 import platform
 from datetime import date
 
-from . import es_step, memory, noise, scaling
+from . import es_step, memory, noise, peft, scaling
 
 
 def _machine() -> str:
@@ -68,6 +68,8 @@ def markdown(result: dict) -> str:
                 "-",
             )
         )
+    if "peft" in result:
+        rows += peft.markdown_rows(result["peft"])
     lines = [
         f"Machine: {result['machine']}, {result['date']}. Model: SmolLM2-135M-Instruct, bf16.",
         "",
@@ -81,7 +83,7 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["es_step", "memory", "scaling", "noise"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["es_step", "memory", "scaling", "noise", "peft"])
     args = parser.parse_args()
     result: dict = {"machine": _machine(), "date": date.today().isoformat()}
     if "es_step" not in args.skip:
@@ -91,6 +93,9 @@ def main() -> None:
     if "noise" not in args.skip:
         result["noise"] = noise.run(repeats=args.repeats)
         print(f"noise {json.dumps(result['noise']['noise_path_s'])}", flush=True)
+    if "peft" not in args.skip:
+        result["peft"] = peft.run(repeats=max(args.repeats, 5))
+        print(f"peft full_over {json.dumps(result['peft']['full_over'])}", flush=True)
     if "memory" not in args.skip:
         result["memory"] = memory.run(repeats=args.repeats)
         result["es_peak_over_inference"] = result["memory"]["es_peak_over_inference"]

@@ -29,8 +29,9 @@ class TransformersGenerationBackend(GenerationBackend):
         self.eos_token_ids = set(eos if isinstance(eos, list) else [eos])
 
     def live_weights(self) -> dict[str, torch.Tensor]:
-        # named_parameters() yields tied weights (embeddings / LM head) once.
-        return {name: param.data for name, param in self.model.named_parameters()}
+        # named_parameters() yields tied weights (embeddings / LM head) once. Only trainable parameters evolve: a PEFT
+        # adapter, or the `es_target_modules` selection (see hf_es.trainer.adapters).
+        return {name: param.data for name, param in self.model.named_parameters() if param.requires_grad}
 
     def max_context_length(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)

@@ -138,6 +138,19 @@ class ESConfig(TrainingArguments):
             Measure parameter drift from the base checkpoint (streamed from disk) at every save and put it in the
             model card (`drift_stats.json`). Needs the base model as a local folder.
 
+        > Parameter selection and PEFT
+
+        es_target_modules (`list[str]` or `str`, *optional*):
+            Which parameters evolve without PEFT, in PEFT's `target_modules` convention: a list selects modules whose
+            name equals an entry or ends with `"." + entry` (e.g. `["q_proj", "k_proj", "v_proj", "o_proj",
+            "input_layernorm"]`), a string is a regular expression matching the whole module or parameter name.
+            Parameters left out are never perturbed nor updated and get no fp32 master copy. `None` (default): every
+            trainable parameter evolves (with `peft_config`, the adapter). On the command line give a regular
+            expression (`--es_target_modules '.*\\.(q_proj|v_proj)'`); lists come from Python or YAML.
+        save_merged_model (`bool`, *optional*, defaults to `False`):
+            With a PEFT adapter, also write the adapter merged into the base weights (a full model loadable without
+            `peft`) to `<output_dir>/merged` at every save; the adapter itself is always saved.
+
     > [!NOTE]
     > Defaults that differ from `TrainingArguments`: `learning_rate=2.5e-4`, `lr_scheduler_type="constant"`,
     > `logging_steps=1`, `per_device_train_batch_size=64` (prompts per step, the same on every process: members
@@ -225,6 +238,22 @@ class ESConfig(TrainingArguments):
     logging_steps: float = field(default=1, metadata={"help": "Log every X ES steps."})
     max_grad_norm: float = field(default=0.0, metadata={"help": "Unused: ES has no gradients."})
     save_only_model: bool = field(default=True, metadata={"help": "ES has no optimizer state to save."})
+
+    # parameter selection / PEFT (issue 14)
+    es_target_modules: list[str] | str | None = field(
+        default=None,
+        metadata={
+            "help": "Full-rank parameters to evolve, in PEFT's target_modules style: module-name suffixes (list) or a "
+            "full-match regex (string; the command line takes a regex, e.g. '.*\\.(q_proj|v_proj)'). None evolves every "
+            "trainable parameter."
+        },
+    )
+    save_merged_model: bool = field(
+        default=False,
+        metadata={
+            "help": "With a PEFT adapter, also save the merged full model in `<output_dir>/merged` at each save."
+        },
+    )
 
     def __post_init__(self):
         for name in ("model_init_kwargs", "generation_kwargs", "chat_template_kwargs"):

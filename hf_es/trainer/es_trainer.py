@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate.utils import is_peft_model
 from datasets import Dataset, IterableDataset
 from safetensors.torch import load_file, save_file
 from torch.utils.data import BatchSampler, DataLoader, Sampler
@@ -42,6 +43,7 @@ from ..generation import GenerationBackend, GenerationResult, SamplingConfig, Tr
 from ..models import base_model_id, resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts, is_conversational_prompt
 from ..rewards import get_reward_stats
+from .adapters import drift_weights, prepare_evolved_parameters, save_merged_model
 from .es_config import ESConfig
 from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
 from .utils import write_redacted_training_args
@@ -175,8 +177,10 @@ class ESTrainer(Trainer):
             Extra callbacks.
         optimizers (*optional*):
             Must be `(None, None)`: ES has no optimizer. Kept for signature compatibility.
-        peft_config (*optional*):
-            Not supported yet.
+        peft_config ([`~peft.PeftConfig`], *optional*):
+            PEFT configuration (e.g. `LoraConfig(...)`): the model is wrapped with `get_peft_model` and ES evolves
+            only the adapter. `save_model` writes the adapter (and, with `args.save_merged_model`, the merged model
+            to `<output_dir>/merged`). Transformers backend only.
         generation_backend ([`GenerationBackend`], *optional*):
             Engine adapter; defaults to transformers `generate` (or vLLM when `args.use_vllm`).
     """
@@ -208,8 +212,6 @@ class ESTrainer(Trainer):
                 f"args must be an ESConfig, got {type(args).__name__}. To reuse a GRPOConfig, pass "
                 "`ESConfig.from_grpo_config(grpo_config)`."
             )
-        if peft_config is not None:
-            raise NotImplementedError("ESTrainer does not support PEFT adapters yet; pass the full model.")
         if optimizers != (None, None):
             raise ValueError("ESTrainer has no optimizer: the ES update replaces it. Leave `optimizers` unset.")
         if reward_processing_classes is not None:
@@ -217,6 +219,7 @@ class ESTrainer(Trainer):
 
         if isinstance(model, str):
             model = self._load_model(model, args)
+        model = prepare_evolved_parameters(model, args, peft_config)  # PEFT wrap / es_target_modules (issue 14)
         if processing_class is None:
             processing_class = AutoTokenizer.from_pretrained(model_id, trust_remote_code=args.trust_remote_code)
         if processing_class.pad_token is None:
@@ -734,7 +737,7 @@ class ESTrainer(Trainer):
                 return f"{name} is unreadable ({error})"
         if not any(
             os.path.isfile(os.path.join(checkpoint, name))
-            for name in ("model.safetensors", "model.safetensors.index.json")
+            for name in ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
         ):
             return "model.safetensors is missing (the save did not finish)"
         return None
@@ -848,6 +851,8 @@ class ESTrainer(Trainer):
         super().save_model(output_dir, _internal_call)
         if self.args.should_save:
             self._save_es_state(output_dir)
+            if self.args.save_merged_model and is_peft_model(self.model):
+                save_merged_model(self.model, output_dir, self.processing_class)
             self._write_model_card(output_dir)
 
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
@@ -998,7 +1003,7 @@ class ESTrainer(Trainer):
             # The centre only moves on ES steps: one drift pass per step, however many saves/cards it gets.
             cached_step, cached = getattr(self, "_drift_cache", (None, None))
             if cached_step != self.state.global_step:
-                cached = compute_drift(self.base_model_id, self.backend.centre.state_dict())
+                cached = compute_drift(self.base_model_id, drift_weights(self.model, self.backend.centre.state_dict()))
                 self._drift_cache = (self.state.global_step, cached)
             drift = cached
         hardware = (
