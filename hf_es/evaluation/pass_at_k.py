@@ -137,6 +137,9 @@ def load_model(model_name: str, config: PassAtKConfig) -> LoadedModel:
     import torch
     from transformers import AutoTokenizer
 
+    from ..models import resolve_model_name_or_path
+
+    model_name = resolve_model_name_or_path(model_name, revision=config.revision)
     tokenizer = AutoTokenizer.from_pretrained(model_name, revision=config.revision)
     backend = config.backend
     if backend == "auto":
