@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+# Push and redaction live in hf_es.hub; re-exported here for existing imports.
+from .hub import PUSH_ALLOW_PATTERNS, push_checkpoint, redact
+from .hub import scrub_file as _scrub_file
+from .hub import scrub_text as _scrub_text
+
 if TYPE_CHECKING:
     from .analysis.drift import DriftReport
 
@@ -55,9 +60,6 @@ ES_HYPERPARAMETERS: tuple[tuple[str, str], ...] = (
 )
 """(argument name, label) of the ES hyper-parameters shown in the card's main table, in order."""
 
-_SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|api_key|apikey|credentials?|auth)$", re.IGNORECASE)
-_HF_TOKEN = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
-_REDACTED = "<redacted>"
 _KNOWN_DATASETS = {
     "gsm8k": ("openai/gsm8k", "GSM8K", "main"),
     "openai/gsm8k": ("openai/gsm8k", "GSM8K", "main"),
@@ -72,38 +74,6 @@ _MODEL_INDEX_KS = (1, 16, 32)
 def model_card_template_path() -> Path:
     """Path of the Jinja template shipped with the package (`hf_es/templates/model_card.md`)."""
     return Path(str(resources.files("hf_es") / "templates" / "model_card.md"))
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Secrets
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """Returns a copy of `value` without credentials.
-
-    Mapping keys named like a credential (`hub_token`, `token`, `api_key`, `password`, ...) are dropped; strings shaped
-    like a Hugging Face token (`hf_...`) or equal to / containing one of `secrets` become `<redacted>`.
-
-    Args:
-        value (`Any`): A JSON-like value (dicts, lists, scalars).
-        secrets (`Iterable[str]`, *optional*): Literal strings to scrub (e.g. `args.hub_token`).
-    """
-    secrets = [s for s in secrets if s]
-    if isinstance(value, Mapping):
-        return {k: redact(v, secrets) for k, v in value.items() if not _SECRET_KEY.search(str(k))}
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact(v, secrets) for v in value)
-    if isinstance(value, str):
-        return _scrub_text(value, secrets)
-    return value
-
-
-def _scrub_text(text: str, secrets: Sequence[str] = ()) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, _REDACTED)
-    return _HF_TOKEN.sub(_REDACTED, text)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -650,152 +620,3 @@ def write_model_card(
     )
     card.save(output_dir / "README.md")
     return card
-
-
-def _scrub_file(path: Path, secrets: Sequence[str]) -> None:
-    text = path.read_text()
-    clean = _scrub_text(text, secrets)
-    if clean != text:
-        path.write_text(clean)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Hub upload
-# --------------------------------------------------------------------------------------------------------------------
-
-PUSH_ALLOW_PATTERNS: tuple[str, ...] = (
-    "*.safetensors",
-    "*.safetensors.index.json",
-    "config.json",
-    "generation_config.json",
-    "tokenizer*",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "*.model",
-    "README.md",
-    "drift_stats.json",
-    "trainer_state.json",
-    "es_state.json",
-    "hf_es_lineage.json",
-    "training_args.json",
-    "*.png",
-)
-"""Files of a checkpoint folder that [`push_checkpoint`] uploads by default: weights, card, drift, trainer and ES state,
-training lineage, the (redacted) training arguments and plots."""
-
-
-def push_checkpoint(
-    folder: str | Path,
-    repo_id: str,
-    *,
-    token: str | None = None,
-    private: bool | None = None,
-    revision: str | None = None,
-    path_in_repo: str | None = None,
-    commit_message: str = "Upload ES checkpoint with model card and drift stats",
-    allow_patterns: Sequence[str] | None = PUSH_ALLOW_PATTERNS,
-    ignore_patterns: Sequence[str] | None = None,
-    max_retries: int = 3,
-    backoff_s: float = 2.0,
-    api: Any = None,
-) -> Any:
-    r"""
-    Uploads a checkpoint folder to the Hub in a single commit, retrying with exponential backoff.
-
-    The files are sent with `HfApi.create_commit` (not `upload_folder`, which with `hf_xet` installed may split a folder
-    into several commits), so the weights, the card, `drift_stats.json`, `trainer_state.json` and the plots always land
-    together. The local folder is never modified or deleted, whatever happens. Before uploading, every text file that
-    would be sent is checked for the token (and for anything shaped like a Hugging Face token); if one is found the
-    upload is refused with a `ValueError` naming the file, never the token. Error messages that are logged or raised
-    have the token scrubbed. Errors that a retry cannot fix (HTTP 4xx other than 408/429, invalid card metadata,
-    `HF_HUB_OFFLINE=1`) are raised at once.
-
-    Args:
-        folder (`str` or `Path`): The checkpoint folder (written by `save_model` + [`write_model_card`]).
-        repo_id (`str`): Target model repo, created if needed.
-        token (`str`, *optional*): Hub token (defaults to the logged-in one).
-        private (`bool`, *optional*): Visibility when the repo is created.
-        revision (`str`, *optional*): Branch to commit to.
-        path_in_repo (`str`, *optional*): Sub-folder of the repo (e.g. `"checkpoint-500"` for `hub_strategy="checkpoint"`).
-        commit_message (`str`, *optional*): Commit message.
-        allow_patterns (`Sequence[str]`, *optional*, defaults to `PUSH_ALLOW_PATTERNS`): Files to upload (`None`: all).
-        ignore_patterns (`Sequence[str]`, *optional*): Files to skip.
-        max_retries (`int`, *optional*, defaults to 3): Retries after the first failed attempt.
-        backoff_s (`float`, *optional*, defaults to 2.0): First wait between attempts; doubles after each failure.
-        api (`huggingface_hub.HfApi`, *optional*): Client to use (defaults to `HfApi(token=token)` on the endpoint of
-            `huggingface_hub.constants.ENDPOINT`, i.e. `HF_ENDPOINT`).
-
-    Returns:
-        The `CommitInfo` of the upload.
-    """
-    import logging
-    import time
-
-    from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-    from huggingface_hub.utils import filter_repo_objects
-    from huggingface_hub.utils._paths import DEFAULT_IGNORE_PATTERNS
-
-    logger = logging.getLogger(__name__)
-    folder = Path(folder)
-    secrets = [token] if token else []
-    files = list(
-        filter_repo_objects(
-            sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()),
-            allow_patterns=list(allow_patterns) if allow_patterns is not None else None,
-            ignore_patterns=[*(ignore_patterns or ()), *DEFAULT_IGNORE_PATTERNS],
-        )
-    )
-    if not files:
-        raise ValueError(f"Nothing to push: no file of {folder} matches the upload patterns.")
-    # Refuse to publish a credential: scan the text files that would be sent.
-    for rel in files:
-        if Path(rel).suffix in (".json", ".md", ".txt", ".jinja", ".yaml", ".yml"):
-            text = (folder / rel).read_text(errors="ignore")
-            if _scrub_text(text, secrets) != text:
-                raise ValueError(f"Refusing to upload {rel}: it contains a Hugging Face token.")
-
-    prefix = (path_in_repo or "").strip("/")
-    api = api if api is not None else HfApi(token=token, library_name="hf_es", library_version=_version())
-    attempt = 0
-    while True:
-        try:
-            api.create_repo(repo_id, token=token, private=private, exist_ok=True)
-            operations = [
-                CommitOperationAdd(
-                    path_in_repo=f"{prefix}/{rel}" if prefix else rel, path_or_fileobj=str(folder / rel)
-                )
-                for rel in files
-            ]  # fresh operations on every attempt: huggingface_hub refuses to reuse committed ones
-            return api.create_commit(
-                repo_id=repo_id,
-                operations=operations,
-                commit_message=commit_message,
-                token=token,
-                revision=revision,
-            )
-        except Exception as error:  # network, HTTP 5xx/429, timeouts: all worth a retry
-            message = _scrub_text(f"{type(error).__name__}: {error}", secrets)
-            status = getattr(getattr(error, "response", None), "status_code", None)
-            permanent = (isinstance(error, HfHubHTTPError) and status is not None and 400 <= status < 500) and (
-                status not in (408, 429)
-            )
-            permanent = permanent or isinstance(error, (ValueError, OfflineModeIsEnabled))  # e.g. invalid metadata
-            if permanent or attempt >= max_retries:
-                raise RuntimeError(
-                    f"Pushing {folder} to {repo_id} failed after {attempt + 1} attempt(s) ({message}). "
-                    "The local checkpoint is intact; push it again later."
-                ) from None
-            wait = backoff_s * 2**attempt
-            logger.warning(
-                "Push to %s failed (%s); retrying in %.1fs (%d/%d).", repo_id, message, wait, attempt + 1, max_retries
-            )
-            time.sleep(wait)
-            attempt += 1
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("hf_es")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"

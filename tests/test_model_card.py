@@ -281,7 +281,7 @@ def test_push_checkpoint_gives_up_without_leaking_or_deleting(tmp_path, monkeypa
     before = sorted(p.name for p in folder.iterdir())
     with LocalHub(fail_commits=10) as hub:
         hub.patch(monkeypatch)
-        with pytest.raises(RuntimeError, match="local checkpoint is intact") as info:
+        with pytest.raises(RuntimeError, match="local copy .* is intact") as info:
             push_checkpoint(
                 folder, "org/es-model", token=TOKEN, api=HfApi(endpoint=hub.endpoint), max_retries=2, backoff_s=0.0
             )

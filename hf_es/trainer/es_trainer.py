@@ -40,6 +40,7 @@ from transformers.utils import logging
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
 from ..models import base_model_id
+from ..prompts import fit_prompts, format_prompts, is_conversational_prompt
 from ..rewards import get_reward_stats
 from .es_config import ESConfig
 from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
@@ -87,20 +88,6 @@ class RewardFunctionError(RuntimeError):
 
 class ProcessFailedError(RuntimeError):
     """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
-
-
-def _valid_text(text: str) -> tuple[str, bool]:
-    """Replaces what cannot be UTF-8 (lone surrogates, e.g. from bytes decoded with `surrogateescape`) by U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text, False
-    except UnicodeEncodeError:
-        pass
-    try:
-        raw = text.encode("utf-8", errors="surrogateescape")
-    except UnicodeEncodeError:
-        raw = text.encode("utf-8", errors="surrogatepass")
-    return raw.decode("utf-8", errors="replace"), True
 
 
 class _EpochShuffleSampler(Sampler[int]):
@@ -163,10 +150,6 @@ def _fsync_dir(path: str) -> None:
 
 def _identity_collator(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return features
-
-
-def _is_conversational(prompt: Any) -> bool:
-    return isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m for m in prompt)
 
 
 class ESTrainer(Trainer):
@@ -394,77 +377,14 @@ class ESTrainer(Trainer):
     # ------------------------------------------------------------- ES step
 
     def _prompt_texts(self, prompts: list[Any]) -> list[str]:
-        texts = []
-        for prompt in prompts:
-            if isinstance(prompt, (bytes, bytearray)):
-                prompt = bytes(prompt).decode("utf-8", errors="surrogateescape")  # made valid below
-            if _is_conversational(prompt):
-                texts.append(
-                    self.processing_class.apply_chat_template(
-                        prompt,
-                        tokenize=False,
-                        add_generation_prompt=True,
-                        **(self.args.chat_template_kwargs or {}),
-                    )
-                )
-            elif isinstance(prompt, str):
-                texts.append(prompt)
-            else:
-                raise ValueError(
-                    f"A prompt must be a string or a list of chat messages with 'role' and 'content', got "
-                    f"{type(prompt).__name__}: {str(prompt)[:80]!r}."
-                )
-        invalid = []
-        for index, text in enumerate(texts):
-            texts[index], replaced = _valid_text(text)
-            if replaced:
-                invalid.append(index)
-        if invalid:
-            logger.warning(
-                f"Prompts {invalid[:10]} of the batch hold bytes that are not valid UTF-8; they were replaced by "
-                "U+FFFD. Clean the dataset (e.g. decode with errors='replace') to silence this warning."
-            )
+        """The texts to generate from ([`hf_es.prompts`]): the context left after the completion bounds a prompt."""
+        texts = format_prompts(prompts, self.processing_class, chat_template_kwargs=self.args.chat_template_kwargs)
         limit = self.backend.max_context_length()
-        if limit is not None:
-            budget = limit - self.sampling.max_completion_length
-            lengths = [len(ids) for ids in self.processing_class(texts, add_special_tokens=False)["input_ids"]]
-            truncated = []
-            for index, length in enumerate(lengths):
-                if length <= budget:
-                    continue
-                if self.args.prompt_overflow != "truncate" or budget < 1:
-                    raise ValueError(
-                        f"Prompt {index} of the batch has {length} tokens; with max_completion_length="
-                        f"{self.sampling.max_completion_length} it exceeds the model context of {limit} tokens. "
-                        + (
-                            "Filter long prompts from the dataset, lower max_completion_length, or set "
-                            "prompt_overflow='truncate' to keep the end of such prompts. "
-                            if budget >= 1
-                            else "max_completion_length alone fills the context; lower it. "
-                        )
-                        + f"Prompt starts: {texts[index][:120]!r}"
-                    )
-                texts[index] = self._keep_last_tokens(texts[index], budget)
-                truncated.append((index, length))
-            if truncated:
-                logger.warning(
-                    f"Truncated {len(truncated)} prompt(s) from the left to {budget} tokens (context {limit} minus "
-                    f"max_completion_length {self.sampling.max_completion_length}); (index, tokens): {truncated[:10]}."
-                )
-                self._metrics["train"]["prompts/truncated"].append(float(len(truncated)))
+        budget = None if limit is None else limit - self.sampling.max_completion_length
+        texts, truncated = fit_prompts(texts, self.processing_class, budget, overflow=self.args.prompt_overflow)
+        if truncated:
+            self._metrics["train"]["prompts/truncated"].append(float(len(truncated)))
         return texts
-
-    def _keep_last_tokens(self, text: str, budget: int) -> str:
-        """The longest suffix of `text`, cut at a token boundary, that tokenizes to at most `budget` tokens."""
-        keep = budget
-        for _ in range(8):  # re-tokenising a suffix can merge differently; shrink until it fits
-            ids = self.processing_class(text, add_special_tokens=False)["input_ids"]
-            suffix = self.processing_class.decode(ids[-keep:], skip_special_tokens=False)
-            length = len(self.processing_class(suffix, add_special_tokens=False)["input_ids"])
-            if length <= budget:
-                return suffix
-            keep -= length - budget
-        raise ValueError(f"Could not truncate a prompt to {budget} tokens; filter long prompts from the dataset.")
 
     def _score(
         self, inputs: list[dict[str, Any]], result: GenerationResult, where: str
@@ -478,7 +398,7 @@ class ESTrainer(Trainer):
         repeat = self.sampling.num_generations
         prompts = [example["prompt"] for example in inputs for _ in range(repeat)]
         completions: list[Any] = result.completions
-        if _is_conversational(inputs[0]["prompt"]):
+        if is_conversational_prompt(inputs[0]["prompt"]):
             completions = [[{"role": "assistant", "content": text}] for text in completions]
         columns = {
             key: [example[key] for example in inputs for _ in range(repeat)]
