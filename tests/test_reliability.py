@@ -20,6 +20,7 @@ from utils import prompt_dataset, tiny_llama, tiny_tokenizer
 
 from hf_es import ESTrainer, RewardFunctionError
 from hf_es.rewards import countdown_reward
+from hf_es.trainer.checkpointing import checkpoint_problem, latest_complete_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "scripts")
@@ -133,8 +134,8 @@ def test_sigkill_during_checkpointing_never_leaves_a_checkpoint_that_loads_wrong
         out = root / point
         checkpoints = sorted(p.name for p in out.glob("checkpoint-*"))
         for name in checkpoints:
-            assert ESTrainer._checkpoint_problem(str(out / name)) is None, (point, name, os.listdir(out / name))
-        latest = ESTrainer._latest_complete_checkpoint(str(out))
+            assert checkpoint_problem(str(out / name)) is None, (point, name, os.listdir(out / name))
+        latest = latest_complete_checkpoint(str(out))
         expected = {"after_rename": "checkpoint-2", "mid_rotation": "checkpoint-2"}.get(point, "checkpoint-1")
         if point != "external":  # killed at a random moment of the save: either is right
             assert os.path.basename(latest) == expected, (point, checkpoints)
@@ -153,7 +154,7 @@ def test_resume_skips_incomplete_checkpoints_and_rejects_an_incomplete_path(tmp_
     # A checkpoint copied half-way (or written by a non-atomic tool): newest by number, but incomplete.
     os.makedirs(os.path.join(out, "checkpoint-7"))
     open(os.path.join(out, "checkpoint-7", "trainer_state.json"), "w").write('{"global_st')
-    assert ESTrainer._latest_complete_checkpoint(out) == os.path.join(out, "checkpoint-2")
+    assert latest_complete_checkpoint(out) == os.path.join(out, "checkpoint-2")
     resumed = make_trainer(tmp_path, max_steps=3, save_strategy="no", model_card_drift=False)
     resumed.train(resume_from_checkpoint=True)
     assert resumed.state.global_step == 3
