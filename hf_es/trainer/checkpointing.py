@@ -38,7 +38,9 @@ __all__ = [
     "latest_complete_checkpoint",
     "load_es_state",
     "remove_stale_staging",
+    "restore_centre_state",
     "resume_settings",
+    "save_centre_state",
     "rotate_checkpoints",
     "save_es_state",
     "staging_dir",
@@ -214,3 +216,39 @@ def load_es_state(checkpoint: str) -> tuple[dict[str, Any], dict[str, torch.Tens
         raise ValueError(f"Cannot resume from {checkpoint}: {ES_MASTER_NAME} is missing.")
     master = load_file(master_path, device="cpu") if os.path.isfile(master_path) else None
     return state, master
+
+
+def save_centre_state(
+    output_dir: str, centre: Any, args: Any, fields: Mapping[str, Any], include_master: bool
+) -> None:
+    """[`save_es_state`] for a generation backend's centre: the fp32 master is written when the live weights are not
+    fp32 and `include_master` (checkpoints), and recorded as omitted otherwise (final saves)."""
+    needs_master = not all(live.dtype == torch.float32 for live in centre.parameters.values())
+    master = centre.state_dict() if needs_master and include_master else None
+    state = {**fields, **resume_settings(args)}
+    save_es_state(output_dir, state, master, master_omitted=needs_master and not include_master)
+
+
+def restore_centre_state(checkpoint: str, backend: Any, args: Any) -> dict[str, Any]:
+    """Loads a checkpoint's ES state into `backend`'s centre (the fp32 master, or the model weights Trainer loaded),
+    checks it is finite, warns about settings that differ from `args`, and returns the `es_state.json` fields."""
+    state, master = load_es_state(checkpoint)
+    if master is not None:
+        backend.load_centre(master)
+    else:  # the model weights Trainer loaded are the centre (exact for an fp32 model)
+        backend.init_centre(backend.centre.noise)
+        if state.get("fp32_master_omitted"):
+            logger.warning(f"{checkpoint} has no fp32 master (a final save): the resume starts from rounded weights.")
+    bad = [name for name, tensor in backend.centre.master.items() if not torch.isfinite(tensor).all()]
+    if bad:
+        raise ValueError(
+            f"Checkpoint {checkpoint} holds non-finite weights (e.g. {bad[:3]}); resume from an earlier one."
+        )
+    now = resume_settings(args)
+    changed = {name: (state[name], now[name]) for name in now if name in state and state[name] != now[name]}
+    if changed:
+        logger.warning(
+            f"Resuming from {checkpoint} with different settings (checkpoint, now): {changed}; the run will not "
+            "reproduce an uninterrupted one."
+        )
+    return state

@@ -14,11 +14,10 @@ import math
 import os
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import torch
-from datasets import Dataset, IterableDataset
+from datasets import Dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
@@ -28,13 +27,12 @@ from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
 from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
-from ..hub import HubPushError, describe_hub_error, push_checkpoint
 from ..prompts import fit_prompts, format_prompts
 from ..rewards import get_reward_stats
 from . import checkpointing
 from .es_config import ESConfig
-from .publishing import HUB_ROOT_IGNORE, push_checkpoint_folder, write_trainer_card
-from .sampling import identity_collator, shared_dataloader
+from .publishing import create_hub_repo, push_checkpoint_folder, push_output_dir, write_trainer_card
+from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
 from .scoring import (
     RewardFunc,
     RewardFunctionError,
@@ -75,28 +73,6 @@ def _load_model(model_id: str, args: ESConfig) -> PreTrainedModel:
     kwargs.setdefault("trust_remote_code", args.trust_remote_code)
     kwargs.setdefault("device_map", None)  # every process holds the whole model on its own device
     return create_model_from_path(model_id, **kwargs)
-
-
-def _check_dataset(dataset: Any, name: str) -> None:
-    if isinstance(dataset, IterableDataset):
-        raise NotImplementedError(f"{name} is an IterableDataset; ESTrainer needs a map-style Dataset.")
-    columns = getattr(dataset, "column_names", None)
-    if columns is not None and "prompt" not in columns:
-        raise ValueError(
-            f"{name} has no 'prompt' column (columns: {columns}). Rename the column holding the prompts, e.g. "
-            f"`{name} = {name}.rename_column('question', 'prompt')`."
-        )
-    if len(dataset) == 0:
-        raise ValueError(f"{name} is empty.")
-
-
-def _named_datasets(train_dataset, eval_dataset) -> list[tuple[str, Any]]:
-    named = [("train_dataset", train_dataset)]
-    if isinstance(eval_dataset, dict):
-        named += [(f"eval_dataset[{key!r}]", ds) for key, ds in eval_dataset.items()]
-    else:
-        named.append(("eval_dataset", eval_dataset))
-    return [(name, ds) for name, ds in named if ds is not None]
 
 
 class ESTrainer(Trainer):
@@ -178,8 +154,8 @@ class ESTrainer(Trainer):
                 f"reward_weights has {len(weights)} entries but there are {len(self.reward_funcs)} reward functions."
             )
         self.reward_weights = torch.tensor(weights, dtype=torch.float64)
-        for name, dataset in _named_datasets(train_dataset, eval_dataset):
-            _check_dataset(dataset, name)
+        for name, dataset in named_datasets(train_dataset, eval_dataset):
+            check_prompt_dataset(dataset, name)
             check_reward_columns(self.reward_funcs, list(getattr(dataset, "column_names", None) or []), name)
 
         super().__init__(
@@ -452,7 +428,7 @@ class ESTrainer(Trainer):
             for key, subset in dataset.items():
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
-        _check_dataset(dataset, "eval_dataset")
+        check_prompt_dataset(dataset, "eval_dataset")
         start = time.perf_counter()
         self.backend.restore()
         indices = list(range(self.accelerator.process_index, len(dataset), self.accelerator.num_processes))
@@ -559,40 +535,13 @@ class ESTrainer(Trainer):
         write_redacted_training_args(output_dir or self.args.output_dir, self.args)
 
     def _save_es_state(self, output_dir: str, include_master: bool) -> None:
-        state = {
-            "global_step": self.state.global_step,
-            "epoch": self.state.epoch,
-            **checkpointing.resume_settings(self.args),
-            "total_generated_tokens": self._total_generated_tokens,
-        }
-        centre = self.backend.centre
-        needs_master = not all(live.dtype == torch.float32 for live in centre.parameters.values())
-        master = centre.state_dict() if needs_master and include_master else None
-        checkpointing.save_es_state(output_dir, state, master, master_omitted=needs_master and not include_master)
+        fields = {"global_step": self.state.global_step, "epoch": self.state.epoch}
+        fields["total_generated_tokens"] = self._total_generated_tokens
+        checkpointing.save_centre_state(output_dir, self.backend.centre, self.args, fields, include_master)
 
     def _load_es_state(self, checkpoint: str) -> None:
-        state, master = checkpointing.load_es_state(checkpoint)
-        if master is not None:
-            self.backend.load_centre(master)
-        else:  # the model weights Trainer loaded are the centre (exact for an fp32 model)
-            self.backend.init_centre(self.backend.centre.noise)
-            if state.get("fp32_master_omitted"):
-                logger.warning(
-                    f"{checkpoint} has no fp32 master (a final save): the resume starts from rounded weights."
-                )
-        bad = [name for name, tensor in self.backend.centre.master.items() if not torch.isfinite(tensor).all()]
-        if bad:
-            raise ValueError(
-                f"Checkpoint {checkpoint} holds non-finite weights (e.g. {bad[:3]}); resume from an earlier one."
-            )
+        state = checkpointing.restore_centre_state(checkpoint, self.backend, self.args)
         self._total_generated_tokens = state.get("total_generated_tokens", 0)
-        now = checkpointing.resume_settings(self.args)
-        changed = {name: (state[name], now[name]) for name in now if name in state and state[name] != now[name]}
-        if changed:
-            logger.warning(
-                f"Resuming from {checkpoint} with different settings (checkpoint, now): {changed}; the run will not "
-                "reproduce an uninterrupted one."
-            )
 
     # ------------------------------------------------------------------ Hub
 
@@ -602,22 +551,9 @@ class ESTrainer(Trainer):
             write_trainer_card(self, self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
 
     def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
-        """Creates `args.hub_model_id` (or a repo named after `output_dir`) on the Hub, as Trainer does, with a client
-        created now (so `HF_ENDPOINT` is honoured); a failure says which it is ([`describe_hub_error`])."""
-        # No super(): Trainer's client is created at import and ignores a later HF_ENDPOINT. Checked: 5.24.
-        if not self.is_world_process_zero():
-            return
-        from huggingface_hub import HfApi
-
-        repo_name = self.args.hub_model_id or Path(self.args.output_dir).absolute().name
-        token = token if token is not None else self.args.hub_token
-        private = private if private is not None else self.args.hub_private_repo
-        try:
-            repo_url = HfApi(token=token).create_repo(repo_name, token=token, private=private, exist_ok=True)
-        except Exception as error:
-            raise HubPushError(describe_hub_error(error, repo_id=repo_name, local_dir=self.args.output_dir)) from None
-        self.hub_model_id = repo_url.repo_id
-        self.push_in_progress = None
+        # No super(): Trainer's client ignores an HF_ENDPOINT set after import, and its error names no cause.
+        # Checked against transformers 5.24.
+        create_hub_repo(self, token=token, private=private)
 
     def push_to_hub(
         self,
@@ -648,40 +584,6 @@ class ESTrainer(Trainer):
         Returns:
             The `CommitInfo` of the upload, or a `Future` of it when `blocking=False` (`None` on other processes).
         """
-        from huggingface_hub import HfApi
-        from transformers.utils.hub import PushInProgress
-
-        self.callback_handler.on_push_begin(self.args, self.state, self.control)
-        model_name = kwargs.pop("model_name", None)
-        if model_name is None and self.args.should_save:
-            model_name = (self.args.hub_model_id or Path(self.args.output_dir).name).split("/")[-1]
-        token = token if token is not None else self.args.hub_token
-        self.save_model(_internal_call=True)  # local copy first: a failed push loses nothing
-        if not self.is_world_process_zero():
-            return None
-        self.save_state()  # trainer_state.json (log history) goes with the weights
-        self.create_model_card(model_name=model_name, **kwargs)
-        if self.hub_model_id is None:
-            self.init_hf_repo(token=token, private=private)
-        self._finish_current_push()
-        api = HfApi(token=token)
-
-        def push() -> Any:
-            return push_checkpoint(
-                self.args.output_dir,
-                self.hub_model_id,
-                token=token,
-                private=private if private is not None else self.args.hub_private_repo,
-                revision=revision if revision is not None else self.args.hub_revision,
-                commit_message=commit_message or "End of training",
-                ignore_patterns=HUB_ROOT_IGNORE,
-                max_retries=self.hub_push_retries,
-                backoff_s=self.hub_push_backoff_s,
-                api=api,
-            )
-
-        if blocking:
-            return push()
-        future = api.run_as_future(push)
-        self.push_in_progress = PushInProgress([future])
-        return future
+        # No super(): Trainer's push uploads with `upload_folder` (may split into several commits) and no retries.
+        # Checked against transformers 5.24.
+        return push_output_dir(self, commit_message, blocking, token, revision, private, **kwargs)

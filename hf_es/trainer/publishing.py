@@ -12,13 +12,21 @@ from typing import Any
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, push_checkpoint
+from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, describe_hub_error, push_checkpoint
 from ..models import base_model_id
 from .checkpointing import ES_MASTER_NAME
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HUB_ROOT_IGNORE", "LINEAGE_NAME", "push_checkpoint_folder", "training_lineage", "write_trainer_card"]
+__all__ = [
+    "HUB_ROOT_IGNORE",
+    "LINEAGE_NAME",
+    "create_hub_repo",
+    "push_checkpoint_folder",
+    "push_output_dir",
+    "training_lineage",
+    "write_trainer_card",
+]
 
 LINEAGE_NAME = "hf_es_lineage.json"
 HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
@@ -114,3 +122,72 @@ def push_checkpoint_folder(trainer: Any, checkpoint_folder: str) -> None:
             )
         except (HubPushError, ValueError) as error:  # already scrubbed of the token
             logger.error(f"{error} Training continues.")
+
+
+def create_hub_repo(trainer: Any, token: str | None = None, private: bool | None = None) -> None:
+    """Creates `args.hub_model_id` (or a repo named after `output_dir`) as `Trainer.init_hf_repo` does, with a client
+    created now (so `HF_ENDPOINT` is honoured); a failure raises [`HubPushError`] saying which it is."""
+    from huggingface_hub import HfApi
+
+    if not trainer.is_world_process_zero():
+        return
+    args = trainer.args
+    repo_name = args.hub_model_id or Path(args.output_dir).absolute().name
+    token = token if token is not None else args.hub_token
+    private = private if private is not None else args.hub_private_repo
+    try:
+        repo_url = HfApi(token=token).create_repo(repo_name, token=token, private=private, exist_ok=True)
+    except Exception as error:
+        raise HubPushError(describe_hub_error(error, repo_id=repo_name, local_dir=args.output_dir)) from None
+    trainer.hub_model_id = repo_url.repo_id
+    trainer.push_in_progress = None
+
+
+def push_output_dir(
+    trainer: Any,
+    commit_message: str | None = "End of training",
+    blocking: bool = True,
+    token: str | None = None,
+    revision: str | None = None,
+    private: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """`ESTrainer.push_to_hub`: saves into `args.output_dir` first (always), then pushes it in one commit."""
+    from huggingface_hub import HfApi
+    from transformers.utils.hub import PushInProgress
+
+    args = trainer.args
+    trainer.callback_handler.on_push_begin(args, trainer.state, trainer.control)
+    model_name = kwargs.pop("model_name", None)
+    if model_name is None and args.should_save:
+        model_name = (args.hub_model_id or Path(args.output_dir).name).split("/")[-1]
+    token = token if token is not None else args.hub_token
+    trainer.save_model(_internal_call=True)  # the local copy first: a failed push loses nothing
+    if not trainer.is_world_process_zero():
+        return None
+    trainer.save_state()  # trainer_state.json (log history) goes with the weights
+    trainer.create_model_card(model_name=model_name, **kwargs)
+    if trainer.hub_model_id is None:
+        create_hub_repo(trainer, token=token, private=private)
+    trainer._finish_current_push()
+    api = HfApi(token=token)
+
+    def push() -> Any:
+        return push_checkpoint(
+            args.output_dir,
+            trainer.hub_model_id,
+            token=token,
+            private=private if private is not None else args.hub_private_repo,
+            revision=revision if revision is not None else args.hub_revision,
+            commit_message=commit_message or "End of training",
+            ignore_patterns=HUB_ROOT_IGNORE,
+            max_retries=trainer.hub_push_retries,
+            backoff_s=trainer.hub_push_backoff_s,
+            api=api,
+        )
+
+    if blocking:
+        return push()
+    future = api.run_as_future(push)
+    trainer.push_in_progress = PushInProgress([future])
+    return future

@@ -16,6 +16,8 @@ from torch.utils.data import BatchSampler, DataLoader, Sampler
 from ..es import stable_seed
 
 __all__ = [
+    "check_prompt_dataset",
+    "named_datasets",
     "EpochBatchSampler",
     "EpochShuffleSampler",
     "SharedBatchDataLoader",
@@ -80,3 +82,29 @@ def shared_dataloader(dataset: Any, batch_size: int, *, seed: int, shuffle: bool
     sampler = EpochShuffleSampler(len(dataset), seed, shuffle)
     batch_sampler = EpochBatchSampler(sampler, batch_size=batch_size, drop_last=drop_last)
     return SharedBatchDataLoader(dataset, batch_sampler=batch_sampler, collate_fn=identity_collator)
+
+
+def check_prompt_dataset(dataset: Any, name: str) -> None:
+    """A clear error unless `dataset` is a non-empty map-style dataset with a `prompt` column."""
+    from datasets import IterableDataset
+
+    if isinstance(dataset, IterableDataset):
+        raise NotImplementedError(f"{name} is an IterableDataset; ESTrainer needs a map-style Dataset.")
+    columns = getattr(dataset, "column_names", None)
+    if columns is not None and "prompt" not in columns:
+        raise ValueError(
+            f"{name} has no 'prompt' column (columns: {columns}). Rename the column holding the prompts, e.g. "
+            f"`{name} = {name}.rename_column('question', 'prompt')`."
+        )
+    if len(dataset) == 0:
+        raise ValueError(f"{name} is empty.")
+
+
+def named_datasets(train_dataset: Any, eval_dataset: Any) -> list[tuple[str, Any]]:
+    """`[(name used in error messages, dataset)]` of the given train and evaluation datasets."""
+    named = [("train_dataset", train_dataset)]
+    if isinstance(eval_dataset, dict):
+        named += [(f"eval_dataset[{key!r}]", ds) for key, ds in eval_dataset.items()]
+    else:
+        named.append(("eval_dataset", eval_dataset))
+    return [(name, ds) for name, ds in named if ds is not None]
