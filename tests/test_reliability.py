@@ -199,7 +199,6 @@ ERRORS = {
     "raise": r"'faulty' raised ZeroDivisionError: injected \(step 0, member 1\)",
     "hang": r"'faulty' timed out after 0.3s on 2 completions .*\(step 0, member 1\)",
     "nan": r"'faulty' returned nan for completion 0 \(completion starts '.*'\) \(step 0, member 1\)",
-    "none": r"Every reward function returned None for completion 0, .*\(step 0, member 1\)",
     "inf": r"'faulty' returned -inf for completion 0 .*\(step 0, member 1\)",
     "wrong_length": r"'faulty' returned 3 values for 2 completions \(step 0, member 1\)",
 }
@@ -229,6 +228,12 @@ def test_faulty_reward_under_every_policy(tmp_path, fault, policy):
     check = AssertFiniteAfterEveryUpdate(trainer)
     trainer.add_callback(check)
     before = {name: t.clone() for name, t in trainer.backend.centre.master.items()}
+    if fault == "none":  # "not applicable" (TRL's convention), not a fault: member 1 is left out, whatever the policy
+        trainer.train()
+        logged = [h for h in trainer.state.log_history if "reward" in h]
+        assert [h["population/skipped_members"] for h in logged] == [1.0, 1.0]
+        assert all("rewards/failures" not in h for h in logged) and check.checked == 2
+        return
     if policy == "error":
         with pytest.raises(RewardFunctionError, match=ERRORS[fault]):
             trainer.train()
@@ -392,6 +397,8 @@ def test_countdown_never_executes_model_output(tmp_path, monkeypatch):
 
 
 def test_trust_remote_code_is_off_unless_asked_and_reaches_from_pretrained(tmp_path, monkeypatch):
+    import trl.trainer.utils as trl_utils
+
     import hf_es.trainer.es_trainer as es_trainer
 
     seen, tokenizer = [], tiny_tokenizer()
@@ -404,7 +411,7 @@ def test_trust_remote_code_is_off_unless_asked_and_reaches_from_pretrained(tmp_p
         seen.append(("tokenizer", kwargs.get("trust_remote_code")))
         return tokenizer
 
-    monkeypatch.setattr(es_trainer.AutoModelForCausalLM, "from_pretrained", fake_model)
+    monkeypatch.setattr(trl_utils, "create_model_from_path", fake_model)  # TRL's model creation, as GRPOTrainer
     monkeypatch.setattr(es_trainer.AutoTokenizer, "from_pretrained", fake_tokenizer)
     for trust in (None, True):
         seen.clear()

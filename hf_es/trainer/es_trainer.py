@@ -250,8 +250,8 @@ class ESTrainer(Trainer):
             trainer_state=self.state,
             where=where,
         )
-        if scores is None or scores.failures:
-            self._metrics["train"]["rewards/failures"].append(float(scores.failures if scores else 1))
+        for _ in range(scores.failures if scores is not None else 1):
+            self._metrics["train"]["rewards/failures"].append(1.0)
         return scores
 
     def _es_step(self, inputs: list[dict[str, Any]]) -> float:

@@ -157,7 +157,12 @@ def _call_one(func, kwargs: dict[str, Any], timeout: float | None, columns: list
     except RewardFunctionError:
         raise
     except RewardTimeout as error:
-        raise _Fault(f"Reward function {name!r} {error} on {len(kwargs['completion_ids'])} completions") from None
+        first = kwargs["completions"][0]
+        first = first[0]["content"] if isinstance(first, list) else first
+        raise _Fault(
+            f"Reward function {name!r} {error} on {len(kwargs['completion_ids'])} completions (completion 0 starts "
+            f"{first[:80]!r})"
+        ) from None
     except Exception as error:
         missing = missing_column(error, func, columns)
         if missing is not None:
@@ -165,7 +170,7 @@ def _call_one(func, kwargs: dict[str, Any], timeout: float | None, columns: list
                 f"Reward function {name!r} raised {type(error).__name__}: {error} ({where}). It "
                 + missing_column_message(missing, columns, "dataset")
             ) from error
-        raise _Fault(f"Reward function {name!r} raised {type(error).__name__}: {error}") from None
+        raise _Fault(f"Reward function {name!r} raised {type(error).__name__}: {error}") from error
     return list(values) if values is not None else []
 
 
@@ -222,7 +227,7 @@ def score_completions(
             try:
                 values = _call_one(func, kwargs, timeout, columns, where)
             except _Fault as error:
-                fault(f"{error} (completion 0 starts {completions[0][:80]!r})")
+                fault(str(error))
                 per_function[:, j] = 0.0
                 continue
             if len(values) != num:
