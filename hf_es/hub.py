@@ -37,6 +37,7 @@ PUSH_ALLOW_PATTERNS: tuple[str, ...] = (
     "*.safetensors",
     "*.safetensors.index.json",
     "config.json",
+    "adapter_config.json",
     "generation_config.json",
     "tokenizer*",
     "special_tokens_map.json",
@@ -152,7 +153,7 @@ def describe_hub_error(exc: BaseException, *, repo_id: str | None = None, local_
     else:
         cause = f"Pushing to the Hub{repo} failed ({detail})"
     where = f" in {local_dir}" if local_dir else ""
-    return f"{cause}. The local copy{where} is intact; push it again later with the same call."
+    return f"{cause}. The local copy{where} is intact; push it again later."
 
 
 def _is_transient(error: BaseException) -> bool:

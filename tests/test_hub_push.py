@@ -16,6 +16,8 @@ from hub_server import LocalHub
 from test_trainer import make_trainer, target_token_reward
 from utils import tiny_llama
 
+from hf_es.hub import HubPushError
+
 TOKEN = "hf_" + "PushTokenAbCdEfGhIjKlMnOpQrStUv0123"
 REPO = "me/tiny-es"
 
@@ -115,7 +117,7 @@ def test_push_that_keeps_failing_raises_and_keeps_the_local_files(tmp_path, monk
         trainer = make_trainer(tmp_path, hub_model_id=REPO, hub_token=TOKEN, max_steps=1)
         trainer.hub_push_retries, trainer.hub_push_backoff_s = 2, 0.0
         trainer.train()
-        with pytest.raises(RuntimeError, match="local checkpoint is intact") as error:
+        with pytest.raises(HubPushError, match=r"The Hub answered HTTP 500.*The local copy in .* is intact") as error:
             trainer.push_to_hub()
     assert hub.failed_commits == 3 and not hub.commits
     assert TOKEN not in str(error.value)
@@ -194,7 +196,7 @@ def test_failed_checkpoint_push_is_logged_and_training_continues(tmp_path, monke
         with caplog.at_level("WARNING"):
             trainer.train()
     assert trainer.state.global_step == 2 and not hub.commits and hub.failed_commits == 2 * 2 * 2
-    assert caplog.text.count("local checkpoint is intact") == 4
+    assert caplog.text.count("is intact; push it again later. Training continues.") == 4
     out = trainer.args.output_dir
     for step in (1, 2):
         assert {"model.safetensors", "es_state.json", "trainer_state.json"} <= set(

@@ -20,6 +20,7 @@ from utils import prompt_dataset, tiny_llama, tiny_tokenizer
 
 from hf_es import ESTrainer, RewardFunctionError
 from hf_es.rewards import countdown_reward
+from hf_es.trainer.checkpointing import checkpoint_problem, latest_complete_checkpoint
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "scripts")
@@ -133,8 +134,8 @@ def test_sigkill_during_checkpointing_never_leaves_a_checkpoint_that_loads_wrong
         out = root / point
         checkpoints = sorted(p.name for p in out.glob("checkpoint-*"))
         for name in checkpoints:
-            assert ESTrainer._checkpoint_problem(str(out / name)) is None, (point, name, os.listdir(out / name))
-        latest = ESTrainer._latest_complete_checkpoint(str(out))
+            assert checkpoint_problem(str(out / name)) is None, (point, name, os.listdir(out / name))
+        latest = latest_complete_checkpoint(str(out))
         expected = {"after_rename": "checkpoint-2", "mid_rotation": "checkpoint-2"}.get(point, "checkpoint-1")
         if point != "external":  # killed at a random moment of the save: either is right
             assert os.path.basename(latest) == expected, (point, checkpoints)
@@ -153,7 +154,7 @@ def test_resume_skips_incomplete_checkpoints_and_rejects_an_incomplete_path(tmp_
     # A checkpoint copied half-way (or written by a non-atomic tool): newest by number, but incomplete.
     os.makedirs(os.path.join(out, "checkpoint-7"))
     open(os.path.join(out, "checkpoint-7", "trainer_state.json"), "w").write('{"global_st')
-    assert ESTrainer._latest_complete_checkpoint(out) == os.path.join(out, "checkpoint-2")
+    assert latest_complete_checkpoint(out) == os.path.join(out, "checkpoint-2")
     resumed = make_trainer(tmp_path, max_steps=3, save_strategy="no", model_card_drift=False)
     resumed.train(resume_from_checkpoint=True)
     assert resumed.state.global_step == 3
@@ -198,7 +199,6 @@ ERRORS = {
     "raise": r"'faulty' raised ZeroDivisionError: injected \(step 0, member 1\)",
     "hang": r"'faulty' timed out after 0.3s on 2 completions .*\(step 0, member 1\)",
     "nan": r"'faulty' returned nan for completion 0 \(completion starts '.*'\) \(step 0, member 1\)",
-    "none": r"Every reward function returned None for completion 0, .*\(step 0, member 1\)",
     "inf": r"'faulty' returned -inf for completion 0 .*\(step 0, member 1\)",
     "wrong_length": r"'faulty' returned 3 values for 2 completions \(step 0, member 1\)",
 }
@@ -228,6 +228,12 @@ def test_faulty_reward_under_every_policy(tmp_path, fault, policy):
     check = AssertFiniteAfterEveryUpdate(trainer)
     trainer.add_callback(check)
     before = {name: t.clone() for name, t in trainer.backend.centre.master.items()}
+    if fault == "none":  # "not applicable" (TRL's convention), not a fault: member 1 is left out, whatever the policy
+        trainer.train()
+        logged = [h for h in trainer.state.log_history if "reward" in h]
+        assert [h["population/skipped_members"] for h in logged] == [1.0, 1.0]
+        assert all("rewards/failures" not in h for h in logged) and check.checked == 2
+        return
     if policy == "error":
         with pytest.raises(RewardFunctionError, match=ERRORS[fault]):
             trainer.train()
@@ -391,6 +397,8 @@ def test_countdown_never_executes_model_output(tmp_path, monkeypatch):
 
 
 def test_trust_remote_code_is_off_unless_asked_and_reaches_from_pretrained(tmp_path, monkeypatch):
+    import trl.trainer.utils as trl_utils
+
     import hf_es.trainer.es_trainer as es_trainer
 
     seen, tokenizer = [], tiny_tokenizer()
@@ -403,7 +411,7 @@ def test_trust_remote_code_is_off_unless_asked_and_reaches_from_pretrained(tmp_p
         seen.append(("tokenizer", kwargs.get("trust_remote_code")))
         return tokenizer
 
-    monkeypatch.setattr(es_trainer.AutoModelForCausalLM, "from_pretrained", fake_model)
+    monkeypatch.setattr(trl_utils, "create_model_from_path", fake_model)  # TRL's model creation, as GRPOTrainer
     monkeypatch.setattr(es_trainer.AutoTokenizer, "from_pretrained", fake_tokenizer)
     for trust in (None, True):
         seen.clear()

@@ -255,9 +255,8 @@ def test_reward_function_that_raises_names_itself(tmp_path):
         (lambda n: [float("nan")] * n, r"returned nan for completion 0"),
         (lambda n: [float("inf")] * n, r"returned inf for completion 0"),
         (lambda n: [1.0] * (n - 1), r"returned 3 values for 4 completions"),
-        (lambda n: [None] * n, r"Every reward function returned None for completion 0"),
     ],
-    ids=["nan", "inf", "wrong-length", "all-none"],
+    ids=["nan", "inf", "wrong-length"],
 )
 def test_bad_reward_values_are_clear_errors(tmp_path, values, message):
     def bad_reward(completions, **kwargs):

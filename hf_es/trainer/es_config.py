@@ -126,7 +126,8 @@ class ESConfig(TrainingArguments):
         reward_weights (`list[float]`, *optional*):
             Weight of each reward function (all 1.0 by default).
         log_completions (`bool`, *optional*, defaults to `False`):
-            Print a sample of the centre's completions at each logging step (rich table if installed).
+            Print the completions of the first member evaluated in the last step, with their rewards, at each logging
+            step: TRL's `rich` table (`print_prompt_completions_sample`), plain lines when `rich` is not installed.
         num_completions_to_print (`int`, *optional*):
             How many completions to print (all when `None`).
         model_init_kwargs (`dict`, *optional*):
@@ -137,6 +138,10 @@ class ESConfig(TrainingArguments):
         model_card_drift (`bool`, *optional*, defaults to `True`):
             Measure parameter drift from the base checkpoint (streamed from disk) at every save and put it in the
             model card (`drift_stats.json`). Needs the base model as a local folder.
+        save_es_master (`bool`, *optional*, defaults to `False`):
+            Also write the fp32 master weights (`es_master.safetensors`) into final saves (`save_model()`, the end
+            of training, `push_to_hub()` keeps it local). Checkpoints always hold it, so a resume is exact; a final
+            save needs it only to continue training exactly from it. Only written when the model is not fp32.
 
         > Parameter selection and PEFT
 
@@ -231,6 +236,12 @@ class ESConfig(TrainingArguments):
     model_card_drift: bool = field(
         default=True,
         metadata={"help": "Put parameter-drift statistics from the base model in every saved model card."},
+    )
+    save_es_master: bool = field(
+        default=False,
+        metadata={
+            "help": "Also put the fp32 master (es_master.safetensors) in final saves; checkpoints always have it."
+        },
     )
 
     # TrainingArguments defaults that do not fit ES

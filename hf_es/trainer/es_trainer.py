@@ -2,129 +2,59 @@
 
 One step, as in the paper: lay out N members (seeded directions), evaluate this process's share of them on the
 step's shared mini-batch (perturb in place, generate, score), exchange only the N rewards, shape them, and apply the
-identical update on every process. The trainer reuses `transformers.Trainer` for the loop, callbacks, logging,
-checkpoints and Hub pushes; it replaces the optimizer with the ES update and never runs a backward pass.
+identical update on every process. The trainer is the `transformers.Trainer` adapter: it reuses the loop, callbacks,
+logging and saving, and replaces the optimizer with the ES update (no backward pass). The pieces live next to it:
+prompts in [`hf_es.prompts`], scoring in `scoring.py`, the step record in `step_record.py`, data order in
+`sampling.py`, checkpoints in `checkpointing.py`, card and Hub pushes in `publishing.py` / [`hf_es.hub`].
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import math
 import os
-import re
-import shutil
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate.utils import is_peft_model
-from datasets import Dataset, IterableDataset
-from safetensors.torch import load_file, save_file
-from torch.utils.data import BatchSampler, DataLoader, Sampler
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-    Trainer,
-    TrainerCallback,
-)
+from datasets import Dataset
+from torch.utils.data import DataLoader
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed, sort_checkpoints
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed
 from transformers.utils import logging
 
 from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
-from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
-from ..models import base_model_id, resolve_model_name_or_path
-from ..prompts import fit_prompts, format_prompts, is_conversational_prompt
+from ..evaluation import evaluate_rewards
+from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
+from ..models import resolve_model_name_or_path
+from ..prompts import fit_prompts, format_prompts
 from ..rewards import get_reward_stats
-from .adapters import drift_weights, prepare_evolved_parameters, save_merged_model
+from . import checkpointing
+from .adapters import prepare_evolved_parameters, save_merged_model
 from .es_config import ESConfig
-from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
+from .publishing import create_hub_repo, push_checkpoint_folder, push_output_dir, write_trainer_card
+from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
+from .scoring import (
+    RewardFunc,
+    RewardFunctionError,
+    check_reward_columns,
+    check_reward_funcs,
+    reward_func_name,
+    score_completions,
+)
+from .step_record import MemberStats, StepRecord
 from .utils import write_redacted_training_args
 
 logger = logging.get_logger(__name__)
 
-__all__ = ["ESTrainer", "RewardFunctionError"]
-
-RewardFunc = Callable[..., Sequence[float | None]]
-
-ES_MASTER_NAME = "es_master.safetensors"
-ES_STATE_NAME = "es_state.json"
-LINEAGE_NAME = "hf_es_lineage.json"
-# Checkpoints are written under this prefix and renamed to `checkpoint-N` once complete. The name matches neither
-# Trainer's `checkpoint-*` glob (rotation, resume) nor anything pushed to the Hub (`_*` is ignored).
-STAGING_PREFIX = f"_tmp-{PREFIX_CHECKPOINT_DIR}-"
-_CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
-# Not pushed to the repo root: checkpoint and staging folders, TensorBoard runs, the fp32 master (resume-only).
-_HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
-# Reward-function arguments the trainer always passes (TRL's convention); any other required one is a dataset column.
-# ES state fields that must match between a checkpoint and the resuming run for the resume to be exact.
-_RESUME_FIELDS = (
-    "seed",
-    "noise_seed",
-    "noise_type",
-    "noise_table_size",
-    "population_size",
-    "sigma",
-    "estimator",
-    "fitness_shaping",
-    "per_device_train_batch_size",
-    "shuffle_dataset",
-    "num_generations",
-    "max_completion_length",
-    "temperature",
-    "top_p",
-    "top_k",
-)
-
-
-class RewardFunctionError(RuntimeError):
-    """A reward function raised, hung, returned the wrong number of values, or a non-finite value."""
+__all__ = ["ESTrainer", "ProcessFailedError", "RewardFunctionError"]
 
 
 class ProcessFailedError(RuntimeError):
     """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
-
-
-class _EpochShuffleSampler(Sampler[int]):
-    """Shuffles with a generator seeded by (seed, epoch): every process draws the same order, and a resumed run
-    draws the same order as an uninterrupted one."""
-
-    def __init__(self, num_samples: int, seed: int, shuffle: bool):
-        self.num_samples, self.seed, self.shuffle, self.epoch = num_samples, seed, shuffle, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[int]:
-        if not self.shuffle:
-            return iter(range(self.num_samples))
-        generator = torch.Generator().manual_seed(stable_seed(self.seed, self.epoch, "data"))
-        return iter(torch.randperm(self.num_samples, generator=generator).tolist())
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-
-class _EpochBatchSampler(BatchSampler):
-    """Batches of `_EpochShuffleSampler` that forward `set_epoch`: when Trainer resumes mid-epoch it wraps the batch
-    sampler to skip the batches already trained on, and sets the epoch through `batch_sampler.batch_sampler`."""
-
-    def set_epoch(self, epoch: int) -> None:
-        self.sampler.set_epoch(epoch)
-
-
-class _SharedBatchDataLoader(DataLoader):
-    """A DataLoader that is *not* sharded across processes: in ES every process evaluates the same prompts."""
-
-    def set_epoch(self, epoch: int) -> None:
-        self.batch_sampler.set_epoch(epoch)
 
 
 class _NoOptimizer(torch.optim.Optimizer):
@@ -137,21 +67,15 @@ class _NoOptimizer(torch.optim.Optimizer):
         return None
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _load_model(model_id: str, args: ESConfig) -> PreTrainedModel:
+    """TRL's model creation from `args.model_init_kwargs` (dtype `"auto"` unless given; placed by Trainer)."""
+    from trl.trainer.utils import create_model_from_path
 
-
-def _identity_collator(features: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return features
+    kwargs = dict(args.model_init_kwargs or {})
+    kwargs["dtype"] = kwargs.get("dtype", kwargs.pop("torch_dtype", "auto"))
+    kwargs.setdefault("trust_remote_code", args.trust_remote_code)
+    kwargs.setdefault("device_map", None)  # every process holds the whole model on its own device
+    return create_model_from_path(model_id, **kwargs)
 
 
 class ESTrainer(Trainer):
@@ -186,6 +110,10 @@ class ESTrainer(Trainer):
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
+    hub_push_retries: int = 3
+    """Retries of a failed Hub push (after the first attempt) before giving up."""
+    hub_push_backoff_s: float = 2.0
+    """Wait before the first retry of a failed Hub push; doubles after each failure."""
 
     def __init__(
         self,
@@ -203,10 +131,10 @@ class ESTrainer(Trainer):
     ):
         if isinstance(model, (str, os.PathLike)):  # one resolution for every entry point (hf_es.models)
             model = resolve_model_name_or_path(model)
-        model_id = model if isinstance(model, str) else model.config._name_or_path
-        self.base_model_id = str(model_id)
+        model_id = str(model if isinstance(model, str) else model.config._name_or_path)
+        self.base_model_id = model_id
         if args is None:
-            args = ESConfig(output_dir=f"{str(model_id).rstrip('/').split('/')[-1]}-ES")
+            args = ESConfig(output_dir=f"{model_id.rstrip('/').split('/')[-1]}-ES")
         if not isinstance(args, ESConfig):
             raise TypeError(
                 f"args must be an ESConfig, got {type(args).__name__}. To reuse a GRPOConfig, pass "
@@ -216,32 +144,30 @@ class ESTrainer(Trainer):
             raise ValueError("ESTrainer has no optimizer: the ES update replaces it. Leave `optimizers` unset.")
         if reward_processing_classes is not None:
             raise NotImplementedError("Model-based rewards are not supported yet; pass reward callables.")
-
         if isinstance(model, str):
-            model = self._load_model(model, args)
-        model = prepare_evolved_parameters(model, args, peft_config)  # PEFT wrap / es_target_modules (issue 14)
+            model = _load_model(model, args)
+        model = prepare_evolved_parameters(model, args, peft_config)  # PEFT wrap / es_target_modules
         if processing_class is None:
             processing_class = AutoTokenizer.from_pretrained(model_id, trust_remote_code=args.trust_remote_code)
         if processing_class.pad_token is None:
             processing_class.pad_token = processing_class.eos_token
 
-        self.reward_funcs = self._check_reward_funcs(reward_funcs)
-        self.reward_func_names = [getattr(f, "__name__", type(f).__name__) for f in self.reward_funcs]
+        self.reward_funcs = check_reward_funcs(reward_funcs)
+        self.reward_func_names = [reward_func_name(f) for f in self.reward_funcs]
         weights = args.reward_weights or [1.0] * len(self.reward_funcs)
         if len(weights) != len(self.reward_funcs):
             raise ValueError(
                 f"reward_weights has {len(weights)} entries but there are {len(self.reward_funcs)} reward functions."
             )
         self.reward_weights = torch.tensor(weights, dtype=torch.float64)
-
-        for name, dataset in self._named_datasets(train_dataset, eval_dataset):
-            self._check_dataset(dataset, name)
-            self._check_reward_columns(dataset, name)
+        for name, dataset in named_datasets(train_dataset, eval_dataset):
+            check_prompt_dataset(dataset, name)
+            check_reward_columns(self.reward_funcs, list(getattr(dataset, "column_names", None) or []), name)
 
         super().__init__(
             model=model,
             args=args,
-            data_collator=_identity_collator,
+            data_collator=identity_collator,
             train_dataset=train_dataset,
             eval_dataset=eval_dataset,
             processing_class=processing_class,
@@ -252,87 +178,8 @@ class ESTrainer(Trainer):
         self.backend = generation_backend or self._default_backend()
         self.backend.init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
-        self._last_samples: list[tuple[str, str, float]] = []
+        self._last_samples: dict[str, list] = {}
         self._total_generated_tokens = 0
-
-    # ------------------------------------------------------------------ setup
-
-    @staticmethod
-    def _load_model(model_id: str, args: ESConfig) -> PreTrainedModel:
-        kwargs = dict(args.model_init_kwargs or {})
-        dtype = kwargs.get("dtype", kwargs.pop("torch_dtype", "auto"))
-        if isinstance(dtype, str) and dtype != "auto":
-            dtype = getattr(torch, dtype)
-        kwargs["dtype"] = dtype
-        kwargs.setdefault("trust_remote_code", args.trust_remote_code)
-        return AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
-
-    @staticmethod
-    def _check_reward_funcs(reward_funcs: RewardFunc | list[RewardFunc] | None) -> list[RewardFunc]:
-        if reward_funcs is None:
-            raise ValueError("ESTrainer needs at least one reward function (reward_funcs=...).")
-        funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-        if not funcs:
-            raise ValueError("ESTrainer needs at least one reward function (reward_funcs=...).")
-        for func in funcs:
-            if isinstance(func, str):
-                raise NotImplementedError(
-                    f"Reward model {func!r}: reward models given by name are not supported yet; pass a callable."
-                )
-            if not callable(func):
-                raise TypeError(f"Reward functions must be callables, got {type(func).__name__}.")
-        return funcs
-
-    @staticmethod
-    def _named_datasets(train_dataset, eval_dataset) -> list[tuple[str, Any]]:
-        named = [("train_dataset", train_dataset)]
-        if isinstance(eval_dataset, dict):
-            named += [(f"eval_dataset[{key!r}]", ds) for key, ds in eval_dataset.items()]
-        else:
-            named.append(("eval_dataset", eval_dataset))
-        return [(name, ds) for name, ds in named if ds is not None]
-
-    @staticmethod
-    def _check_dataset(dataset: Any, name: str) -> None:
-        if isinstance(dataset, IterableDataset):
-            raise NotImplementedError(f"{name} is an IterableDataset; ESTrainer needs a map-style Dataset.")
-        columns = getattr(dataset, "column_names", None)
-        if columns is not None and "prompt" not in columns:
-            raise ValueError(
-                f"{name} has no 'prompt' column (columns: {columns}). Rename the column holding the prompts, e.g. "
-                f"`{name} = {name}.rename_column('question', 'prompt')`."
-            )
-        if len(dataset) == 0:
-            raise ValueError(f"{name} is empty.")
-
-    def _check_reward_columns(self, dataset: Any, name: str) -> None:
-        """Fails early when a reward function declares a required argument that is no column of `dataset`."""
-        columns = list(getattr(dataset, "column_names", None) or [])
-        if not columns:
-            return
-        for func, func_name in zip(self.reward_funcs, self.reward_func_names):
-            try:
-                parameters = inspect.signature(func).parameters.values()
-            except (TypeError, ValueError):
-                continue
-            for parameter in parameters:
-                required = parameter.default is inspect.Parameter.empty and parameter.kind in (
-                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    inspect.Parameter.KEYWORD_ONLY,
-                )
-                if required and parameter.name not in TRAINER_REWARD_ARGS and parameter.name not in columns:
-                    raise ValueError(
-                        f"Reward function {func_name!r} " + self._missing_column_message(parameter.name, columns, name)
-                    )
-
-    @staticmethod
-    def _missing_column_message(column: str, columns: Sequence[str], dataset_name: str) -> str:
-        return (
-            f"needs the dataset column {column!r}, but {dataset_name} has no such "
-            f"column (columns: {list(columns)}). Reward functions receive every column except 'prompt' as a "
-            f"keyword argument: add the column, or rename the one holding the gold answers, e.g. "
-            f"`{dataset_name} = {dataset_name}.rename_column('answer', {column!r})`."
-        )
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
@@ -346,11 +193,14 @@ class ESTrainer(Trainer):
     def get_train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
             raise ValueError("ESTrainer.train() needs a train_dataset.")
-        sampler = _EpochShuffleSampler(len(self.train_dataset), self.args.seed, self.args.shuffle_dataset)
-        batch_sampler = _EpochBatchSampler(
-            sampler, batch_size=self.args.per_device_train_batch_size, drop_last=self.args.dataloader_drop_last
+        args = self.args
+        return shared_dataloader(
+            self.train_dataset,
+            args.per_device_train_batch_size,
+            seed=args.seed,
+            shuffle=args.shuffle_dataset,
+            drop_last=args.dataloader_drop_last,
         )
-        return _SharedBatchDataLoader(self.train_dataset, batch_sampler=batch_sampler, collate_fn=_identity_collator)
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         if self.optimizer is None:
@@ -358,7 +208,8 @@ class ESTrainer(Trainer):
         return self.optimizer
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
-        # No DDP/DeepSpeed wrapping: every process holds the full centre and only rewards are exchanged.
+        # No super(): it wraps the model for DDP/DeepSpeed/FSDP, which ES must not do (every process holds the whole
+        # centre; only rewards are exchanged). Checked against transformers 5.24.
         self.create_optimizer()
         self.lr_scheduler = None
         self._created_lr_scheduler = False
@@ -391,164 +242,74 @@ class ESTrainer(Trainer):
             self._metrics["train"]["prompts/truncated"].append(float(len(truncated)))
         return texts
 
-    def _score(
-        self, inputs: list[dict[str, Any]], result: GenerationResult, where: str
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Scores completions with every reward function (TRL convention) and applies the failure policy.
-
-        Returns:
-            `(per_function, total)`: per-function rewards `(num_completions, num_funcs)` with NaN for "not
-            applicable", and the weighted total per completion; `None` when the member must be skipped.
-        """
-        repeat = self.sampling.num_generations
-        prompts = [example["prompt"] for example in inputs for _ in range(repeat)]
-        completions: list[Any] = result.completions
-        if is_conversational_prompt(inputs[0]["prompt"]):
-            completions = [[{"role": "assistant", "content": text}] for text in completions]
-        columns = {
-            key: [example[key] for example in inputs for _ in range(repeat)]
-            for key in inputs[0]
-            if key not in ("prompt", "completion")
-        }
-        num = len(completions)
-        policy = self.args.reward_failure
-        per_function = torch.full((num, len(self.reward_funcs)), float("nan"), dtype=torch.float64)
-
-        def fail(message: str) -> None:
+    def _score(self, inputs: list[dict[str, Any]], result: Any, where: str):
+        """[`score_completions`] with this run's reward functions and failure policy."""
+        scores = score_completions(
+            self.reward_funcs,
+            self.reward_weights,
+            inputs,
+            result.completions,
+            result.completion_ids,
+            num_generations=self.sampling.num_generations,
+            policy=self.args.reward_failure,
+            timeout=self.args.reward_timeout,
+            trainer_state=self.state,
+            where=where,
+        )
+        for _ in range(scores.failures if scores is not None else 1):
             self._metrics["train"]["rewards/failures"].append(1.0)
-            if policy == "error":
-                raise RewardFunctionError(
-                    f"{message} ({where}). Fix the reward function, or set reward_failure='skip_member' to leave "
-                    "such members out of the update, or 'zero' to score failing samples 0."
-                )
-            logger.warning(f"{message} ({where}); reward_failure={policy!r}.")
-
-        for j, (func, name) in enumerate(zip(self.reward_funcs, self.reward_func_names)):
-            kwargs = dict(
-                prompts=prompts,
-                completions=completions,
-                completion_ids=result.completion_ids,
-                trainer_state=self.state,
-                **columns,
-            )
-            try:
-                values = call_with_timeout(func, self.args.reward_timeout, kwargs)
-            except RewardFunctionError:
-                raise
-            except RewardTimeout as error:
-                fail(
-                    f"Reward function {name!r} {error} on {num} completions (completion 0 starts "
-                    f"{result.completions[0][:80]!r})"
-                )
-                if policy == "skip_member":
-                    return None
-                per_function[:, j] = 0.0
-                continue
-            except Exception as error:
-                missing = missing_column(error, func, list(inputs[0]))
-                if missing is not None:  # a configuration error, not a bad sample: stop whatever the policy
-                    raise RewardFunctionError(
-                        f"Reward function {name!r} raised {type(error).__name__}: {error} ({where}). It "
-                        + self._missing_column_message(missing, list(inputs[0]), "dataset")
-                    ) from error
-                fail(f"Reward function {name!r} raised {type(error).__name__}: {error}")
-                if policy == "skip_member":
-                    return None
-                per_function[:, j] = 0.0
-                continue
-            values = list(values) if values is not None else []
-            if len(values) != num:
-                fail(f"Reward function {name!r} returned {len(values)} values for {num} completions")
-                if policy == "skip_member":
-                    return None
-                per_function[:, j] = 0.0
-                continue
-            for i, value in enumerate(values):
-                if value is None:
-                    continue
-                try:
-                    value = float(value)
-                except (TypeError, ValueError):
-                    value = float("nan")
-                if not math.isfinite(value):
-                    fail(
-                        f"Reward function {name!r} returned {values[i]!r} for completion {i} "
-                        f"(completion starts {result.completions[i][:80]!r})"
-                    )
-                    if policy == "skip_member":
-                        return None
-                    value = 0.0
-                per_function[i, j] = value
-
-        weighted = per_function * self.reward_weights
-        total = torch.nansum(weighted, dim=1)
-        no_value = torch.isnan(per_function).all(dim=1)
-        if bool(no_value.any()):
-            index = int(no_value.nonzero()[0])
-            fail(
-                f"Every reward function returned None for completion {index}, so it has no reward "
-                f"(completion starts {result.completions[index][:80]!r})"
-            )
-            if policy == "skip_member":
-                return None
-            total[no_value] = 0.0
-        return per_function, total
+        return scores
 
     def _es_step(self, inputs: list[dict[str, Any]]) -> float:
+        """One ES step: evaluate this process's members, exchange the records, estimate and apply the update."""
         args, step = self.args, self.state.global_step
         start = time.perf_counter()
         members = make_population(args.noise_seed, step, args.population_size, args.estimator)
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
-        # Global RNGs (python, numpy, torch) are a function of (seed, step, process), so that reward functions that
-        # draw random numbers resume exactly and a checkpoint needs no (pickled) RNG state.
+        # Global RNGs are a function of (seed, step, process): reward functions that draw random numbers resume
+        # exactly, and a checkpoint needs no (pickled) RNG state.
         set_seed(stable_seed(args.seed, "step-rng", step, rank) % 2**32)
-        num_funcs = len(self.reward_funcs)
-        # Per member: reward, per-function means, mean length, clipped ratio, generated tokens. The extra last row
-        # counts processes that failed, so a failure reaches every process with the rewards, in the same all-reduce.
-        stats = torch.zeros(len(members) + 1, num_funcs + 4, dtype=torch.float64)
-        timing = defaultdict(float)
-        self._last_samples = []
+        record = StepRecord.empty(len(members), len(self.reward_funcs))
+        timing: dict[str, float] = defaultdict(float)
         error: Exception | None = None
         try:
             prompt_texts = self._prompt_texts([example["prompt"] for example in inputs])
-            self._evaluate_members(members[rank::world], inputs, prompt_texts, stats, timing, step)
+            self._evaluate_members(members[rank::world], inputs, prompt_texts, record, timing, step)
         except Exception as caught:
             if world == 1:
                 raise
-            error = caught
-            stats[-1, 0] = 1.0
+            error, record.process_failed = caught, True
         finally:
             tick = time.perf_counter()
             self.backend.restore()
             timing["perturb_restore"] += time.perf_counter() - tick
 
         tick = time.perf_counter()
-        if world > 1:
-            # Only N x (a few) numbers cross processes: members not evaluated here hold zeros.
-            stats = self.accelerator.reduce(stats.to(self.args.device), reduction="sum").cpu()
-            if stats[-1, 0] > 0:
-                self._raise_process_failure(error, step)
-        stats = stats[:-1]
+        record = record.all_reduce(self.accelerator)  # only N x (a few) numbers cross processes
+        if record.process_failed:
+            self._raise_process_failure(error, step)
         timing["communication"] = time.perf_counter() - tick
 
-        rewards = stats[:, 0]
+        rewards = record.rewards
         estimate = estimate_update(members, rewards, self.fitness_shaping)
         tick = time.perf_counter()
-        learning_rate = self._get_learning_rate()
         update_norm = 0.0
         if not estimate.skipped:
             try:
-                update_norm = self.backend.apply_update(estimate.seeds, estimate.coefficients, learning_rate)
+                update_norm = self.backend.apply_update(
+                    estimate.seeds, estimate.coefficients, self._get_learning_rate()
+                )
             except FloatingPointError as caught:
                 raise FloatingPointError(
                     f"Step {step}: {caught} Rewards of the members: {rewards.tolist()}. Check the reward functions "
                     "for huge values, or use fitness_shaping='centered_rank'."
                 ) from caught
-        timing["update"] = time.perf_counter() - tick
-        if estimate.skipped:
+        elif estimate.num_valid == 0:
+            logger.warning(f"Step {step}: no member has a scorable completion (reward None or failed); no update.")
+        else:
             logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
-
-        self._log_step(stats, estimate, update_norm, timing, time.perf_counter() - start)
+        timing["update"] = time.perf_counter() - tick
+        self._log_step(record, estimate.skipped, update_norm, timing, time.perf_counter() - start)
         valid = rewards[torch.isfinite(rewards)]
         return float(valid.mean()) if valid.numel() else float("nan")
 
@@ -556,8 +317,7 @@ class ESTrainer(Trainer):
         """Called on every process when at least one failed in the step: shares the messages, then raises."""
         from accelerate.utils import gather_object
 
-        message = None if error is None else f"{type(error).__name__}: {error}"
-        messages = gather_object([message])
+        messages = gather_object([None if error is None else f"{type(error).__name__}: {error}"])
         if error is not None:
             raise error
         failed = "; ".join(f"process {index}: {text}" for index, text in enumerate(messages) if text)
@@ -568,68 +328,57 @@ class ESTrainer(Trainer):
         members: list[Any],
         inputs: list[dict[str, Any]],
         prompt_texts: list[str],
-        stats: torch.Tensor,
+        record: StepRecord,
         timing: dict[str, float],
         step: int,
     ) -> None:
-        """Perturbs, generates and scores this process's members, writing their rows of `stats`."""
-        args, num_funcs = self.args, len(self.reward_funcs)
+        """The member loop: perturbs, generates and scores each of this process's members into `record`."""
         for member in members:
             tick = time.perf_counter()
-            self.backend.perturb(member.seed, member.sign * args.sigma)
+            self.backend.perturb(member.seed, member.sign * self.args.sigma)
             timing["perturb_restore"] += time.perf_counter() - tick
-
             tick = time.perf_counter()
             result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
             timing["generate"] += time.perf_counter() - tick
-
             tick = time.perf_counter()
-            scored = self._score(inputs, result, where=f"step {step}, member {member.index}")
+            scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
             timing["score"] += time.perf_counter() - tick
+            record.members[member.index] = self._member_stats(result, scores)
+            if scores is not None and not self._last_samples:
+                self._last_samples = {
+                    "prompts": [p for p in prompt_texts for _ in range(self.sampling.num_generations)],
+                    "completions": result.completions,
+                    "rewards": {n: scores.per_function[:, j].tolist() for j, n in enumerate(self.reward_func_names)},
+                }
 
-            lengths = torch.tensor([len(ids) for ids in result.completion_ids], dtype=torch.float64)
-            stats[member.index, num_funcs + 1] = lengths.mean()
-            stats[member.index, num_funcs + 2] = sum(result.truncated) / len(result.truncated)
-            stats[member.index, num_funcs + 3] = result.num_tokens
-            if scored is None:
-                stats[member.index, 0] = float("nan")
-                continue
-            per_function, total = scored
-            stats[member.index, 0] = total.mean()
-            stats[member.index, 1 : num_funcs + 1] = per_function.nanmean(dim=0)
-            if not self._last_samples:
-                self._last_samples = list(zip(prompt_texts, result.completions, total.tolist()))
-
-    def _log_step(self, stats, estimate, update_norm: float, timing: dict[str, float], wall: float) -> None:
-        metrics = self._metrics["train"]
+    def _member_stats(self, result: Any, scores: Any) -> MemberStats:
+        lengths = [len(ids) for ids in result.completion_ids]
         num_funcs = len(self.reward_funcs)
-        rewards = stats[:, 0]
-        valid = torch.isfinite(rewards)
-        if valid.any():
-            metrics["reward"].append(float(rewards[valid].mean()))
-            metrics["reward_std"].append(float(rewards[valid].std(correction=0)))
-            metrics["population/reward_max"].append(float(rewards[valid].max()))
-            metrics["population/reward_min"].append(float(rewards[valid].min()))
-            for j, name in enumerate(self.reward_func_names):
-                column = stats[valid, 1 + j]
-                if torch.isfinite(column).any():
-                    metrics[f"rewards/{name}/mean"].append(float(column.nanmean()))
-        metrics["population/skipped_members"].append(float((~valid).sum()))
-        metrics["completions/mean_length"].append(float(stats[:, num_funcs + 1].mean()))
-        metrics["completions/clipped_ratio"].append(float(stats[:, num_funcs + 2].mean()))
+        return MemberStats(
+            reward=scores.mean() if scores is not None else float("nan"),
+            reward_per_function=scores.per_function.nanmean(dim=0).tolist() if scores else [0.0] * num_funcs,
+            mean_length=sum(lengths) / len(lengths),
+            clipped_ratio=sum(result.truncated) / len(result.truncated),
+            num_tokens=float(result.num_tokens),
+            num_unscorable=float((~scores.scorable).sum()) if scores is not None else 0.0,
+        )
+
+    def _log_step(self, record: StepRecord, skipped: bool, update_norm: float, timing: dict, wall: float) -> None:
+        metrics = self._metrics["train"]
+        step_metrics = record.metrics(self.reward_func_names)
+        for key, value in step_metrics.items():
+            metrics[key].append(value)
         metrics["update_norm"].append(update_norm)
-        metrics["frac_zero_std"].append(1.0 if estimate.skipped else 0.0)
-        tokens = float(stats[:, num_funcs + 3].sum())
+        metrics["frac_zero_std"].append(1.0 if skipped else 0.0)
+        tokens = step_metrics["num_generated_tokens"]
         self._total_generated_tokens += int(tokens)
-        metrics["num_generated_tokens"].append(tokens)
         for key, seconds in timing.items():
             metrics[f"timing/{key}"].append(seconds)
         metrics["timing/step"].append(wall)
         metrics["tokens_per_second"].append(tokens / wall if wall > 0 else 0.0)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        mode = "train" if "loss" in logs or "train_runtime" in logs else "eval"
-        if mode == "train":
+        if "loss" in logs or "train_runtime" in logs:
             # Trainer logs the loss it accumulated; for ES that is minus the mean population reward.
             for key, values in self._metrics["train"].items():
                 if values:
@@ -647,11 +396,17 @@ class ESTrainer(Trainer):
         super().log(logs, start_time)
 
     def _print_completions(self) -> None:
-        samples = self._last_samples[: self.args.num_completions_to_print or len(self._last_samples)]
-        lines = [f"Completions of member 0 at step {self.state.global_step}:"]
-        for prompt, completion, reward in samples:
-            lines.append(f"  reward={reward:.3f} | prompt={prompt[-80:]!r} | completion={completion[:200]!r}")
-        print("\n".join(lines))
+        """TRL's rich table of the first evaluated member's completions (plain lines without `rich`)."""
+        samples, count = self._last_samples, self.args.num_completions_to_print
+        try:
+            from trl.trainer.utils import print_prompt_completions_sample
+
+            print_prompt_completions_sample(
+                samples["prompts"], samples["completions"], samples["rewards"], None, self.state.global_step, count
+            )
+        except ImportError:  # `rich` is not installed
+            for prompt, completion in list(zip(samples["prompts"], samples["completions"]))[: count or None]:
+                print(f"step {self.state.global_step} | prompt={prompt[-80:]!r} | completion={completion[:200]!r}")
 
     # ----------------------------------------------------------- evaluation
 
@@ -679,9 +434,8 @@ class ESTrainer(Trainer):
             for key, subset in dataset.items():
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
-        self._check_dataset(dataset, "eval_dataset")
-        from ..evaluation import evaluate_rewards
-
+        check_prompt_dataset(dataset, "eval_dataset")
+        start = time.perf_counter()
         self.backend.restore()
         metrics = evaluate_rewards(
             self.backend,
@@ -695,6 +449,7 @@ class ESTrainer(Trainer):
             accelerator=self.accelerator,
             metric_key_prefix=metric_key_prefix,
         )
+        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
@@ -711,72 +466,35 @@ class ESTrainer(Trainer):
         in `args.output_dir` (incomplete ones, e.g. from a crash, are skipped with a warning) and an explicit
         checkpoint is checked for completeness before anything is loaded."""
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = self._latest_complete_checkpoint(self.args.output_dir)
+            resume_from_checkpoint = checkpointing.latest_complete_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
                 raise ValueError(f"No complete checkpoint found in output directory ({self.args.output_dir}).")
             logger.info(f"Resuming from {resume_from_checkpoint}.")
         elif isinstance(resume_from_checkpoint, (str, os.PathLike)):
-            problem = self._checkpoint_problem(str(resume_from_checkpoint))
+            problem = checkpointing.checkpoint_problem(str(resume_from_checkpoint))
             if problem is not None:
                 raise ValueError(f"Cannot resume from {resume_from_checkpoint}: {problem}.")
         return super().train(resume_from_checkpoint, trial, ignore_keys_for_eval)
 
-    @staticmethod
-    def _checkpoint_problem(checkpoint: str) -> str | None:
-        """Why `checkpoint` cannot be resumed from (a missing or unreadable file), or None if it is complete."""
-        if not os.path.isdir(checkpoint):
-            return "no such directory"
-        for name in (TRAINER_STATE_NAME, ES_STATE_NAME):
-            path = os.path.join(checkpoint, name)
-            try:
-                with open(path) as f:
-                    json.load(f)
-            except FileNotFoundError:
-                return f"{name} is missing (the save did not finish)"
-            except (OSError, ValueError) as error:
-                return f"{name} is unreadable ({error})"
-        if not any(
-            os.path.isfile(os.path.join(checkpoint, name))
-            for name in ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")
-        ):
-            return "model.safetensors is missing (the save did not finish)"
-        return None
-
-    @classmethod
-    def _latest_complete_checkpoint(cls, output_dir: str) -> str | None:
-        if not os.path.isdir(output_dir):
-            return None
-        steps = sorted(
-            (int(match.group(1)), name)
-            for name in os.listdir(output_dir)
-            if (match := _CHECKPOINT_RE.match(name)) and os.path.isdir(os.path.join(output_dir, name))
-        )
-        for _, name in reversed(steps):
-            path = os.path.join(output_dir, name)
-            problem = cls._checkpoint_problem(path)
-            if problem is None:
-                return path
-            logger.warning(f"Skipping incomplete checkpoint {path}: {problem}.")
-        return None
-
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """Writes the checkpoint into `_tmp-checkpoint-N`, then renames it to `checkpoint-N`: a crash at any point
         leaves either the complete new checkpoint or none (the previous one is then the latest)."""
+        # No super(): Trainer's body writes straight into `checkpoint-N`, pushes before the ES files exist and rotates
+        # by plain deletion; each would break crash safety. Same steps, staged. Checked against transformers 5.24.
         if self.hp_search_backend is None and trial is None:
             self.store_flos()
         run_dir = self._get_output_dir(trial=trial)
-        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        final_dir = os.path.join(run_dir, name)
-        staging_dir = os.path.join(run_dir, STAGING_PREFIX + str(self.state.global_step))
+        step = self.state.global_step
+        final_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
+        staging = checkpointing.staging_dir(run_dir, step)
         if self.args.should_save:
-            os.makedirs(run_dir, exist_ok=True)
-            for stale in os.listdir(run_dir):  # left by a crash during an earlier save
-                if stale.startswith(STAGING_PREFIX) or stale.startswith("_old-" + PREFIX_CHECKPOINT_DIR):
-                    shutil.rmtree(os.path.join(run_dir, stale), ignore_errors=True)
-        self.save_model(staging_dir, _internal_call=True)
+            checkpointing.remove_stale_staging(run_dir)
+        self.save_model(staging, _internal_call=True)
+        if self.args.should_save:  # the fp32 master belongs to every checkpoint: exact resume
+            self._save_es_state(staging, include_master=True)
         if self.state.best_global_step:
             best_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.best_global_step}")
-            if self.state.best_global_step == self.state.global_step or os.path.exists(best_dir):
+            if self.state.best_global_step == step or os.path.exists(best_dir):
                 self.state.best_model_checkpoint = best_dir
         if self.args.should_save:
             for callback in self.callback_handler.callbacks + [self.control]:
@@ -786,104 +504,63 @@ class ESTrainer(Trainer):
                         self.state.stateful_callbacks[key].append(callback_state)
                     else:
                         self.state.stateful_callbacks[key] = callback_state
-            self.state.save_to_json(os.path.join(staging_dir, TRAINER_STATE_NAME))
-            self._commit_checkpoint(staging_dir, final_dir)
+            self.state.save_to_json(os.path.join(staging, TRAINER_STATE_NAME))
+            checkpointing.commit_checkpoint(staging, final_dir)
         self.accelerator.wait_for_everyone()
         if self.args.push_to_hub:
-            self._push_from_checkpoint(final_dir)
+            push_checkpoint_folder(self, final_dir)
         if self.args.should_save:
-            self._rotate_checkpoints(run_dir)
-
-    def _rotate_checkpoints(self, run_dir: str) -> None:
-        """`save_total_limit` as in Trainer, but each old checkpoint is first renamed out of the `checkpoint-N`
-        namespace, so a crash while deleting it never leaves a half-deleted `checkpoint-N`."""
-        limit = self.args.save_total_limit
-        if limit is None or limit <= 0:
-            return
-        checkpoints = sort_checkpoints(run_dir, use_mtime=True)
-        best = self.state.best_model_checkpoint
-        protected = set(checkpoints[-1:]) | ({str(Path(best))} if best is not None else set())
-        remaining = len(checkpoints)
-        for checkpoint in checkpoints:
-            if remaining <= max(limit, len(protected)):
-                break
-            if checkpoint in protected:
-                continue
-            doomed = os.path.join(run_dir, "_old-" + os.path.basename(checkpoint))
-            shutil.rmtree(doomed, ignore_errors=True)
-            os.replace(checkpoint, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
-            remaining -= 1
-
-    @staticmethod
-    def _commit_checkpoint(staging_dir: str, final_dir: str) -> None:
-        """Flushes every file of `staging_dir` to disk, then atomically renames it to `final_dir`."""
-        for root, _, files in os.walk(staging_dir):
-            for file in files:
-                with open(os.path.join(root, file), "rb") as f:
-                    os.fsync(f.fileno())
-        old_dir = None
-        if os.path.exists(final_dir):  # re-saving the same step (e.g. a rerun without resume): swap it out
-            old_dir = os.path.join(os.path.dirname(final_dir), "_old-" + os.path.basename(final_dir))
-            shutil.rmtree(old_dir, ignore_errors=True)
-            os.replace(final_dir, old_dir)
-        os.replace(staging_dir, final_dir)
-        _fsync_dir(os.path.dirname(final_dir))
-        if old_dir is not None:
-            shutil.rmtree(old_dir, ignore_errors=True)
+            checkpointing.rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
-        # ES re-derives every RNG from (seed, step, process) at each step: nothing to load, and no pickle to trust.
+        # No super(): ES re-derives every RNG from (seed, step, process) each step; no pickle to trust. Checked: 5.24.
         return None
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
-        # No optimizer state; the learning-rate schedule is fast-forwarded from global_step.
+        # No super(): ES has no optimizer state; the schedule is fast-forwarded from global_step. Checked: 5.24.
         return None
 
     def _load_scaler(self, checkpoint: str | None) -> None:
+        # No super(): no mixed-precision grad scaler without gradients. Checked against transformers 5.24.
         return None
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Saves the centre weights (model dtype), tokenizer, ES state (fp32 master in mixed precision) and the
-        model card with reward curve and drift statistics."""
+        """Saves what loading the model needs: the centre weights (model dtype), tokenizer, `es_state.json` and the
+        model card. The fp32 master (`es_master.safetensors`) is added only with `args.save_es_master`; checkpoints
+        always hold it."""
         self.backend.restore()
         output_dir = output_dir or self.args.output_dir
         super().save_model(output_dir, _internal_call)
         if self.args.should_save:
-            self._save_es_state(output_dir)
+            self._save_es_state(output_dir, include_master=self.args.save_es_master)
             if self.args.save_merged_model and is_peft_model(self.model):
                 save_merged_model(self.model, output_dir, self.processing_class)
-            self._write_model_card(output_dir)
+            write_trainer_card(self, output_dir)
 
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
         super()._save(output_dir, state_dict)
         write_redacted_training_args(output_dir or self.args.output_dir, self.args)
 
+    def _save_es_state(self, output_dir: str, include_master: bool) -> None:
+        fields = {"global_step": self.state.global_step, "epoch": self.state.epoch}
+        fields["total_generated_tokens"] = self._total_generated_tokens
+        checkpointing.save_centre_state(output_dir, self.backend.centre, self.args, fields, include_master)
+
+    def _load_es_state(self, checkpoint: str) -> None:
+        state = checkpointing.restore_centre_state(checkpoint, self.backend, self.args)
+        self._total_generated_tokens = state.get("total_generated_tokens", 0)
+
+    # ------------------------------------------------------------------ Hub
+
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
         """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
         if self.is_world_process_zero():
-            self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
-
-    # ---- Hub: every push is one commit through `hf_es.hub.push_checkpoint` (retries, never deletes) ----
-
-    hub_push_retries: int = 3
-    """Retries of a failed Hub push (after the first attempt) before giving up."""
-    hub_push_backoff_s: float = 2.0
-    """Wait before the first retry of a failed Hub push; doubles after each failure."""
+            write_trainer_card(self, self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
 
     def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
-        """Creates `args.hub_model_id` (or a repo named after `output_dir`) on the Hub, as Trainer does, but with a
-        client created now, so `HF_ENDPOINT` / `huggingface_hub.constants.ENDPOINT` are honoured."""
-        if not self.is_world_process_zero():
-            return
-        from huggingface_hub import HfApi
-
-        repo_name = self.args.hub_model_id or Path(self.args.output_dir).absolute().name
-        token = token if token is not None else self.args.hub_token
-        private = private if private is not None else self.args.hub_private_repo
-        repo_url = HfApi(token=token).create_repo(repo_name, token=token, private=private, exist_ok=True)
-        self.hub_model_id = repo_url.repo_id
-        self.push_in_progress = None
+        # No super(): Trainer's client ignores an HF_ENDPOINT set after import, and its error names no cause.
+        # Checked against transformers 5.24.
+        create_hub_repo(self, token=token, private=private)
 
     def push_to_hub(
         self,
@@ -895,12 +572,13 @@ class ESTrainer(Trainer):
         **kwargs,
     ) -> Any:
         r"""
-        Saves the model into `args.output_dir` and uploads it to `args.hub_model_id` in a single commit: weights
-        (safetensors), tokenizer, config, model card (`README.md`), `drift_stats.json`, `trainer_state.json`,
-        `es_state.json` and the plots. Checkpoint folders, staging folders and the fp32 master copy are not uploaded.
+        Saves the model into `args.output_dir` first (always, whatever `save_strategy`), then uploads it to
+        `args.hub_model_id` in a single commit: weights, tokenizer, config, model card, `drift_stats.json`,
+        `trainer_state.json`, `es_state.json` and the plots (not checkpoints, staging folders or the fp32 master).
 
-        A failed upload is retried with exponential backoff (see [`~hf_es.hub.push_checkpoint`]); the local
-        files are never deleted, and the token is never written to a file, a log or an error message.
+        A failed upload is retried with exponential backoff ([`~hf_es.hub.push_checkpoint`]); one that still fails
+        raises [`~hf_es.hub.HubPushError`] saying which failure it is (Hub unreachable, no or invalid token, no
+        permission, missing repo) and that the local copy is intact. The token is never written or logged.
 
         Args:
             commit_message (`str`, *optional*, defaults to `"End of training"`): Commit message.
@@ -913,185 +591,6 @@ class ESTrainer(Trainer):
         Returns:
             The `CommitInfo` of the upload, or a `Future` of it when `blocking=False` (`None` on other processes).
         """
-        from huggingface_hub import HfApi
-        from transformers.utils.hub import PushInProgress
-
-        from ..hub import push_checkpoint
-
-        self.callback_handler.on_push_begin(self.args, self.state, self.control)
-        model_name = kwargs.pop("model_name", None)
-        if model_name is None and self.args.should_save:
-            model_name = (self.args.hub_model_id or Path(self.args.output_dir).name).split("/")[-1]
-        token = token if token is not None else self.args.hub_token
-        if self.hub_model_id is None:
-            self.init_hf_repo(token=token, private=private)
-        self.save_model(_internal_call=True)
-        if not self.is_world_process_zero():
-            return None
-        self.save_state()  # trainer_state.json (log history) goes with the weights
-        self.create_model_card(model_name=model_name, **kwargs)
-        self._finish_current_push()
-        api = HfApi(token=token)
-
-        def push() -> Any:
-            return push_checkpoint(
-                self.args.output_dir,
-                self.hub_model_id,
-                token=token,
-                private=private if private is not None else self.args.hub_private_repo,
-                revision=revision if revision is not None else self.args.hub_revision,
-                commit_message=commit_message or "End of training",
-                ignore_patterns=_HUB_ROOT_IGNORE,
-                max_retries=self.hub_push_retries,
-                backoff_s=self.hub_push_backoff_s,
-                api=api,
-            )
-
-        if blocking:
-            return push()
-        future = api.run_as_future(push)
-        self.push_in_progress = PushInProgress([future])
-        return future
-
-    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
-        """`hub_strategy` pushes after each save, straight from the complete `checkpoint-N` folder (nothing is copied
-        into `output_dir`): the model files, card, drift stats, trainer state and plots to the repo root in one
-        commit; with `"checkpoint"` / `"all_checkpoints"` also the whole folder to `last-checkpoint/` /
-        `checkpoint-N/` (a second commit, as in Trainer). Pushes are synchronous, so checkpoint rotation never deletes
-        a folder being uploaded; one that still fails after the retries is logged and training continues with the
-        checkpoint kept locally."""
-        from transformers.trainer_utils import HubStrategy, SaveStrategy
-
-        from ..hub import PUSH_ALLOW_PATTERNS, push_checkpoint
-
-        strategy = self.args.hub_strategy
-        if not self.is_world_process_zero() or strategy == HubStrategy.END:
-            return
-        self.callback_handler.on_push_begin(self.args, self.state, self.control)
-        if self.args.save_strategy == SaveStrategy.STEPS:
-            message = f"Training in progress, step {self.state.global_step}"
-        else:
-            message = f"Training in progress, epoch {int(self.state.epoch or 0)}"
-        uploads = [(None, PUSH_ALLOW_PATTERNS, _HUB_ROOT_IGNORE, message)]
-        if strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
-            sub_folder = "last-checkpoint" if strategy == HubStrategy.CHECKPOINT else Path(checkpoint_folder).name
-            uploads.append((sub_folder, None, None, message + ", checkpoint"))
-        for path_in_repo, allow_patterns, ignore_patterns, commit_message in uploads:
-            try:
-                push_checkpoint(
-                    checkpoint_folder,
-                    self.hub_model_id,
-                    token=self.args.hub_token,
-                    revision=self.args.hub_revision,
-                    path_in_repo=path_in_repo,
-                    commit_message=commit_message,
-                    allow_patterns=allow_patterns,
-                    ignore_patterns=ignore_patterns,
-                    max_retries=self.hub_push_retries,
-                    backoff_s=self.hub_push_backoff_s,
-                )
-            except (RuntimeError, ValueError) as error:  # already scrubbed of the token
-                logger.error(f"{error} Training continues; {checkpoint_folder} is kept.")
-
-    def _write_model_card(self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None):
-        from ..model_card import RunRecord, write_model_card
-
-        drift = None
-        if self.args.model_card_drift and os.path.isdir(self.base_model_id):
-            from ..analysis import compute_drift
-
-            # The centre only moves on ES steps: one drift pass per step, however many saves/cards it gets.
-            cached_step, cached = getattr(self, "_drift_cache", (None, None))
-            if cached_step != self.state.global_step:
-                cached = compute_drift(self.base_model_id, drift_weights(self.model, self.backend.centre.state_dict()))
-                self._drift_cache = (self.state.global_step, cached)
-            drift = cached
-        hardware = (
-            torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
-        ) + f" x {self.accelerator.num_processes} process(es)"
-        lineage = self._lineage(dataset_name)
-        write_model_card(
-            output_dir,
-            base_model=lineage[0].get("model") or base_model_id(self.base_model_id),
-            lineage=lineage if len(lineage) > 1 else None,
-            hyperparameters=self.args.to_dict(),
-            log_history=self.state.log_history,
-            run=RunRecord.from_trainer(self),
-            drift=drift,
-            datasets=[dataset_name] if dataset_name else None,
-            hardware=hardware,
-            total_generated_tokens=self._total_generated_tokens,
-            model_name=model_name,
-            repo_id=self.args.hub_model_id,
-            secrets=[self.args.hub_token] if self.args.hub_token else (),
-        )
-        with open(os.path.join(output_dir, LINEAGE_NAME), "w") as f:
-            json.dump(lineage, f, indent=2)
-
-    def _lineage(self, dataset_name: str | None = None) -> list[dict[str, Any]]:
-        """The training stages up to this one: those recorded in the starting checkpoint's `hf_es_lineage.json`
-        (written by ES and by `scripts/train_grpo.py`, so ES->GRPO->... compositions are traceable), then this ES run."""
-        earlier = []
-        path = os.path.join(self.base_model_id, LINEAGE_NAME)
-        if os.path.isfile(path):
-            with open(path) as f:
-                earlier = list(json.load(f))
-        stage = {"method": "ES", "model": base_model_id(self.base_model_id), "steps": self.state.global_step}
-        if dataset_name:
-            stage["dataset"] = dataset_name
-        return earlier + [stage]
-
-    def _save_es_state(self, output_dir: str) -> None:
-        centre = self.backend.centre
-        live_is_master = all(
-            live.dtype == torch.float32 for live in centre.parameters.values()
-        )  # then the saved model weights are the exact centre already
-        if not live_is_master:
-            save_file(
-                {k: v.contiguous().cpu() for k, v in centre.state_dict().items()},
-                os.path.join(output_dir, ES_MASTER_NAME),
-            )
-        state = {
-            "global_step": self.state.global_step,
-            "epoch": self.state.epoch,
-            **{name: self._resume_field(name) for name in _RESUME_FIELDS},
-            "has_fp32_master": not live_is_master,
-            "total_generated_tokens": self._total_generated_tokens,
-        }
-        with open(os.path.join(output_dir, ES_STATE_NAME), "w") as f:
-            json.dump(state, f, indent=2)
-
-    def _resume_field(self, name: str) -> Any:
-        value = getattr(self.args, name)
-        return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
-
-    def _load_es_state(self, checkpoint: str) -> None:
-        state_path = os.path.join(checkpoint, ES_STATE_NAME)
-        state: dict[str, Any] = {}
-        if os.path.isfile(state_path):
-            with open(state_path) as f:
-                state = json.load(f)
-        master_path = os.path.join(checkpoint, ES_MASTER_NAME)
-        if state.get("has_fp32_master") and not os.path.isfile(master_path):
-            raise ValueError(f"Cannot resume from {checkpoint}: {ES_MASTER_NAME} is missing.")
-        if os.path.isfile(master_path):
-            self.backend.load_centre(load_file(master_path, device="cpu"))
-        else:
-            # fp32 model: the model weights Trainer loaded are the exact centre.
-            self.backend.init_centre(self.backend.centre.noise)
-        bad = [name for name, tensor in self.backend.centre.master.items() if not torch.isfinite(tensor).all()]
-        if bad:
-            raise ValueError(
-                f"Checkpoint {checkpoint} holds non-finite weights (e.g. {bad[:3]}); resume from an earlier one."
-            )
-        self._total_generated_tokens = state.get("total_generated_tokens", 0)
-        changed = {
-            name: (state[name], self._resume_field(name))
-            for name in _RESUME_FIELDS
-            if name in state and state[name] != self._resume_field(name)
-        }
-        if changed:
-            logger.warning(
-                f"Resuming from {checkpoint} with different settings (checkpoint, now): {changed}; the run will not "
-                "reproduce an uninterrupted one."
-            )
+        # No super(): Trainer's push uploads with `upload_folder` (may split into several commits) and no retries.
+        # Checked against transformers 5.24.
+        return push_output_dir(self, commit_message, blocking, token, revision, private, **kwargs)

@@ -64,6 +64,8 @@ def die() -> None:
 def install_kill(point: str, trainer: ESTrainer) -> None:
     from transformers.trainer_callback import TrainerState
 
+    from hf_es.trainer import checkpointing
+
     def at_kill_step() -> bool:
         return trainer.state.global_step == KILL_STEP
 
@@ -86,9 +88,9 @@ def install_kill(point: str, trainer: ESTrainer) -> None:
     elif point == "after_es_state":  # everything but trainer_state.json
         wrap(TrainerState, "save_to_json")
     elif point == "before_rename":  # complete staging folder, not renamed yet
-        wrap(ESTrainer, "_commit_checkpoint")
+        wrap(checkpointing, "commit_checkpoint")
     elif point == "after_rename":  # new checkpoint in place, old one not rotated away yet
-        wrap(ESTrainer, "_rotate_checkpoints")
+        wrap(checkpointing, "rotate_checkpoints")
     elif point == "mid_rotation":  # the old checkpoint half deleted
         original_rmtree = shutil.rmtree
 

@@ -1,0 +1,197 @@
+"""What ESTrainer writes for people and the Hub besides the weights: the model card with its lineage, and pushes of
+a complete checkpoint folder (`hub_strategy`). Glue between the trainer and [`hf_es.model_card`] / [`hf_es.hub`]."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, describe_hub_error, push_checkpoint
+from ..models import base_model_id
+from .adapters import drift_weights
+from .checkpointing import ES_MASTER_NAME
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "HUB_ROOT_IGNORE",
+    "LINEAGE_NAME",
+    "create_hub_repo",
+    "push_checkpoint_folder",
+    "push_output_dir",
+    "training_lineage",
+    "write_trainer_card",
+]
+
+LINEAGE_NAME = "hf_es_lineage.json"
+HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
+"""Not pushed to the repo root: checkpoint and staging folders, TensorBoard runs, the fp32 master (resume-only)."""
+
+
+def training_lineage(base_model_path: str, steps: int, dataset_name: str | None = None) -> list[dict[str, Any]]:
+    """The training stages up to this one: those recorded in the starting checkpoint's `hf_es_lineage.json` (written
+    by ES and by `scripts/train_grpo.py`, so ES->GRPO->... compositions are traceable), then this ES run."""
+    earlier = []
+    path = os.path.join(base_model_path, LINEAGE_NAME)
+    if os.path.isfile(path):
+        with open(path) as f:
+            earlier = list(json.load(f))
+    stage = {"method": "ES", "model": base_model_id(base_model_path), "steps": steps}
+    if dataset_name:
+        stage["dataset"] = dataset_name
+    return earlier + [stage]
+
+
+def _drift(trainer: Any) -> Any:
+    """Drift from the base model, computed once per ES step however many saves/cards the step gets."""
+    if not (trainer.args.model_card_drift and os.path.isdir(trainer.base_model_id)):
+        return None
+    from ..analysis import compute_drift
+
+    cached_step, cached = getattr(trainer, "_drift_cache", (None, None))
+    if cached_step != trainer.state.global_step:
+        cached = compute_drift(
+            trainer.base_model_id, drift_weights(trainer.model, trainer.backend.centre.state_dict())
+        )
+        trainer._drift_cache = (trainer.state.global_step, cached)
+    return cached
+
+
+def write_trainer_card(
+    trainer: Any, output_dir: str, model_name: str | None = None, dataset_name: str | None = None
+) -> None:
+    """Writes the model card (with reward curve, drift and lineage) and `hf_es_lineage.json` for `trainer`'s run."""
+    from ..model_card import RunRecord, write_model_card
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
+    lineage = training_lineage(trainer.base_model_id, trainer.state.global_step, dataset_name)
+    write_model_card(
+        output_dir,
+        base_model=lineage[0].get("model") or base_model_id(trainer.base_model_id),
+        lineage=lineage if len(lineage) > 1 else None,
+        hyperparameters=trainer.args.to_dict(),
+        log_history=trainer.state.log_history,
+        drift=_drift(trainer),
+        datasets=[dataset_name] if dataset_name else None,
+        hardware=f"{device} x {trainer.accelerator.num_processes} process(es)",
+        total_generated_tokens=trainer._total_generated_tokens,
+        run=RunRecord.from_trainer(trainer),
+        model_name=model_name,
+        repo_id=trainer.args.hub_model_id,
+        secrets=[trainer.args.hub_token] if trainer.args.hub_token else (),
+    )
+    with open(os.path.join(output_dir, LINEAGE_NAME), "w") as f:
+        json.dump(lineage, f, indent=2)
+
+
+def push_checkpoint_folder(trainer: Any, checkpoint_folder: str) -> None:
+    """`hub_strategy` pushes after each save, straight from the complete `checkpoint-N` folder: the model files, card,
+    drift stats, trainer state and plots to the repo root in one commit; with `"checkpoint"` / `"all_checkpoints"`
+    also the whole folder to `last-checkpoint/` / `checkpoint-N/` (a second commit, as in Trainer). Pushes are
+    synchronous, so rotation never deletes a folder being uploaded; one that still fails after the retries is logged
+    and training continues with the checkpoint kept locally."""
+    from transformers.trainer_utils import HubStrategy, SaveStrategy
+
+    args, state = trainer.args, trainer.state
+    if not trainer.is_world_process_zero() or args.hub_strategy == HubStrategy.END:
+        return
+    trainer.callback_handler.on_push_begin(args, state, trainer.control)
+    if args.save_strategy == SaveStrategy.STEPS:
+        message = f"Training in progress, step {state.global_step}"
+    else:
+        message = f"Training in progress, epoch {int(state.epoch or 0)}"
+    uploads = [(None, PUSH_ALLOW_PATTERNS, HUB_ROOT_IGNORE, message)]
+    if args.hub_strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
+        sub_folder = "last-checkpoint" if args.hub_strategy == HubStrategy.CHECKPOINT else Path(checkpoint_folder).name
+        uploads.append((sub_folder, None, None, message + ", checkpoint"))
+    for path_in_repo, allow_patterns, ignore_patterns, commit_message in uploads:
+        try:
+            push_checkpoint(
+                checkpoint_folder,
+                trainer.hub_model_id,
+                token=args.hub_token,
+                revision=args.hub_revision,
+                path_in_repo=path_in_repo,
+                commit_message=commit_message,
+                allow_patterns=allow_patterns,
+                ignore_patterns=ignore_patterns,
+                max_retries=trainer.hub_push_retries,
+                backoff_s=trainer.hub_push_backoff_s,
+            )
+        except (HubPushError, ValueError) as error:  # already scrubbed of the token
+            logger.error(f"{error} Training continues.")
+
+
+def create_hub_repo(trainer: Any, token: str | None = None, private: bool | None = None) -> None:
+    """Creates `args.hub_model_id` (or a repo named after `output_dir`) as `Trainer.init_hf_repo` does, with a client
+    created now (so `HF_ENDPOINT` is honoured); a failure raises [`HubPushError`] saying which it is."""
+    from huggingface_hub import HfApi
+
+    if not trainer.is_world_process_zero():
+        return
+    args = trainer.args
+    repo_name = args.hub_model_id or Path(args.output_dir).absolute().name
+    token = token if token is not None else args.hub_token
+    private = private if private is not None else args.hub_private_repo
+    try:
+        repo_url = HfApi(token=token).create_repo(repo_name, token=token, private=private, exist_ok=True)
+    except Exception as error:
+        raise HubPushError(describe_hub_error(error, repo_id=repo_name, local_dir=args.output_dir)) from None
+    trainer.hub_model_id = repo_url.repo_id
+    trainer.push_in_progress = None
+
+
+def push_output_dir(
+    trainer: Any,
+    commit_message: str | None = "End of training",
+    blocking: bool = True,
+    token: str | None = None,
+    revision: str | None = None,
+    private: bool | None = None,
+    **kwargs: Any,
+) -> Any:
+    """`ESTrainer.push_to_hub`: saves into `args.output_dir` first (always), then pushes it in one commit."""
+    from huggingface_hub import HfApi
+    from transformers.utils.hub import PushInProgress
+
+    args = trainer.args
+    trainer.callback_handler.on_push_begin(args, trainer.state, trainer.control)
+    model_name = kwargs.pop("model_name", None)
+    if model_name is None and args.should_save:
+        model_name = (args.hub_model_id or Path(args.output_dir).name).split("/")[-1]
+    token = token if token is not None else args.hub_token
+    trainer.save_model(_internal_call=True)  # the local copy first: a failed push loses nothing
+    if not trainer.is_world_process_zero():
+        return None
+    trainer.save_state()  # trainer_state.json (log history) goes with the weights
+    trainer.create_model_card(model_name=model_name, **kwargs)
+    if trainer.hub_model_id is None:
+        create_hub_repo(trainer, token=token, private=private)
+    trainer._finish_current_push()
+    api = HfApi(token=token)
+
+    def push() -> Any:
+        return push_checkpoint(
+            args.output_dir,
+            trainer.hub_model_id,
+            token=token,
+            private=private if private is not None else args.hub_private_repo,
+            revision=revision if revision is not None else args.hub_revision,
+            commit_message=commit_message or "End of training",
+            ignore_patterns=HUB_ROOT_IGNORE,
+            max_retries=trainer.hub_push_retries,
+            backoff_s=trainer.hub_push_backoff_s,
+            api=api,
+        )
+
+    if blocking:
+        return push()
+    future = api.run_as_future(push)
+    trainer.push_in_progress = PushInProgress([future])
+    return future
