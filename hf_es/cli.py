@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import enum
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
@@ -42,7 +43,7 @@ def _unknown_names_message(names: Sequence[str], candidates: Iterable[str], pref
     for name in names:
         guess = closest_name(name, candidates)
         parts.append(f"{prefix}{name}" + (f" (did you mean {prefix}{guess}?)" if guess else ""))
-    noun = "field" if len(names) == 1 else "fields"
+    noun = ("option" if prefix else "field") + ("" if len(names) == 1 else "s")
     return f"unknown {noun} {where}: " + ", ".join(parts)
 
 
@@ -70,14 +71,21 @@ class _ConventionsMixin:
             self.error(f"unexpected arguments: {' '.join(remaining)}")
 
 
+def _no_default(value: Any) -> bool:
+    return value is None or value is False or value is argparse.SUPPRESS
+
+
 class _DefaultsFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Keeps the description's layout and appends every option's default."""
 
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=32, width=min(119, shutil.get_terminal_size((119, 24)).columns))
+
     def _get_help_string(self, action: argparse.Action) -> str:
         help_text = action.help or ""
-        if "%(default)" in help_text or action.default in (None, False, argparse.SUPPRESS) or action.required:
+        if "%(default)" in help_text or _no_default(action.default) or action.required:
             return help_text
-        return f"{help_text} (default: %(default)s)".strip()
+        return f"{help_text} (default: {'%(default)r' if action.default == '' else '%(default)s'})".strip()
 
 
 class SimpleArgumentParser(_ConventionsMixin, argparse.ArgumentParser):
@@ -92,7 +100,27 @@ class SimpleArgumentParser(_ConventionsMixin, argparse.ArgumentParser):
     def __init__(self, description: str | None = None, **kwargs: Any):
         kwargs.setdefault("formatter_class", _DefaultsFormatter)
         kwargs.setdefault("allow_abbrev", False)
-        super().__init__(description=description, **kwargs)
+        super().__init__(description=_short_description(description), **kwargs)
+        self.epilog = self.epilog or f"More in the docstring of scripts/{self.prog}."
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """`argparse.ArgumentParser.add_argument`; an option without help text still shows its default, and option
+        values are named by their type (`INT`, `FLOAT`, `TEXT`)."""
+        if not kwargs.get("help") and not _no_default(kwargs.get("default")) and not kwargs.get("required"):
+            kwargs["help"] = "(default: %(default)s)"
+        action = super().add_argument(*args, **kwargs)
+        if action.option_strings and action.metavar is None and not action.choices and action.nargs != 0:
+            action.metavar = _type_name(action.type)
+        return action
+
+    def format_usage(self) -> str:
+        return self.format_help().split("\n\n")[0] + "\n"
+
+    def format_help(self) -> str:
+        if self.usage is None:  # argparse's usage lists every option; --help lists them anyway
+            positionals = [action.metavar or action.dest for action in self._actions if not action.option_strings]
+            self.usage = " ".join(["%(prog)s", *map(str, positionals), "[options]"])
+        return super().format_help()
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
         parsed, remaining = self.parse_known_args(args, namespace)
@@ -117,9 +145,26 @@ def _metavar(action: argparse.Action) -> str:
     elif action.choices:
         name = "{" + ",".join(str(getattr(c, "value", c)) for c in action.choices) + "}"
     else:
-        type_name = getattr(action.type, "__name__", "value")
-        name = {"string_to_bool": "BOOL", "str": "TEXT"}.get(type_name, type_name.upper())
+        name = _type_name(action.type)
     return f"{name} [{name} ...]" if action.nargs in ("+", "*") else name
+
+
+def _type_name(type_: Any) -> str:
+    type_name = getattr(type_, "__name__", "str")
+    return {"string_to_bool": "BOOL", "str": "TEXT"}.get(type_name, type_name.upper())
+
+
+def _short_description(doc: str | None) -> str | None:
+    """A docstring's first paragraph and the indented example commands right after it."""
+    if not doc:
+        return doc
+    paragraphs = doc.strip().split("\n\n")
+    kept = [paragraphs[0]]
+    for paragraph in paragraphs[1:]:
+        if not all(line.startswith(" ") for line in paragraph.splitlines()):
+            break
+        kept.append(paragraph)
+    return "\n\n".join(kept)
 
 
 def _default_text(value: Any) -> str:
