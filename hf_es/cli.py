@@ -25,7 +25,14 @@ from typing import Any, NoReturn
 import yaml
 from trl import TrlParser
 
-__all__ = ["USAGE_ERROR", "ScriptArgumentParser", "SimpleArgumentParser", "closest_name", "training_help_sections"]
+__all__ = [
+    "USAGE_ERROR",
+    "ScriptArgumentParser",
+    "SimpleArgumentParser",
+    "closest_name",
+    "print_each_log_line_once",
+    "training_help_sections",
+]
 
 USAGE_ERROR = 2  # argparse's and the shells' convention for "wrong usage"
 RECIPES_DIR = "recipes"
@@ -45,6 +52,16 @@ def _unknown_names_message(names: Sequence[str], candidates: Iterable[str], pref
         parts.append(f"{prefix}{name}" + (f" (did you mean {prefix}{guess}?)" if guess else ""))
     noun = ("option" if prefix else "field") + ("" if len(names) == 1 else "s")
     return f"unknown {noun} {where}: " + ", ".join(parts)
+
+
+def print_each_log_line_once() -> None:
+    """Stops `huggingface_hub`'s log records from reaching the root logger: its library logger has its own stderr
+    handler *and* propagates, so once anything gives the root logger a handler (`logging.basicConfig`, a notebook,
+    pytest) every Hub message, e.g. each upload retry, is printed twice. `transformers`' logger already does not
+    propagate. Called by both parsers, i.e. by every script, never by the library."""
+    from huggingface_hub.utils import logging as hub_logging
+
+    hub_logging.disable_propagation()
 
 
 def _one_line(text: str) -> str:
@@ -125,6 +142,7 @@ class SimpleArgumentParser(_ConventionsMixin, argparse.ArgumentParser):
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
         parsed, remaining = self.parse_known_args(args, namespace)
         self._reject_unknown_options(remaining)
+        print_each_log_line_once()
         return parsed
 
 
@@ -272,6 +290,7 @@ class ScriptArgumentParser(_ConventionsMixin, TrlParser):
         for name in self.required_fields:
             if all(getattr(output, name, None) is None for output in outputs):
                 self.error(f"--{name} is not set: give it in the recipe or on the command line")
+        print_each_log_line_once()
         return tuple(outputs)
 
     def _read_config(self, args: list[str]) -> dict[str, Any] | None:
