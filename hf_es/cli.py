@@ -124,7 +124,7 @@ class SimpleArgumentParser(_ConventionsMixin, argparse.ArgumentParser):
         """`argparse.ArgumentParser.add_argument`; an option without help text still shows its default, and option
         values are named by their type (`INT`, `FLOAT`, `TEXT`)."""
         if not kwargs.get("help") and not _no_default(kwargs.get("default")) and not kwargs.get("required"):
-            kwargs["help"] = "(default: %(default)s)"
+            kwargs["help"] = "(default: %(default)r)" if kwargs.get("default") == "" else "(default: %(default)s)"
         action = super().add_argument(*args, **kwargs)
         if action.option_strings and action.metavar is None and not action.choices and action.nargs != 0:
             action.metavar = _type_name(action.type)
