@@ -74,6 +74,8 @@ class _ConventionsMixin:
     prog: str
 
     def error(self, message: str) -> NoReturn:
+        if os.environ.get("RANK", "0") != "0":  # under torchrun every process parses the same command line
+            sys.exit(USAGE_ERROR)
         sys.stderr.write(f"{self.prog}: error: {_one_line(message)}\n{self.prog}: run with --help for usage.\n")
         sys.exit(USAGE_ERROR)
 
