@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates (or reuses) the virtual environment $VENV (default .venv) with CPU torch and hf_es[dev]; compiles nothing
-# (measured: 173 s from a fresh clone with an empty pip cache on 2 cores). Sourced by scripts/run_tests.sh and
+# (measured: 173-247 s from a fresh clone with an empty pip cache on 2 busy cores). Sourced by scripts/run_tests.sh and
 # scripts/demo_cpu.sh, which reuse `install_env` for other environments.
 set -euo pipefail
 VENV=${VENV:-.venv}
@@ -10,7 +10,7 @@ install_env() {
   local venv=$1
   shift
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  local pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+  local pip=("$venv/bin/pip" install -q --progress-bar off --disable-pip-version-check)
   "${pip[@]}" --upgrade pip
   # Pin the CPU build first and keep it pinned: an unpinned torch would pull a multi-GB CUDA build.
   "${pip[@]}" "torch==2.13.0"
