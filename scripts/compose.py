@@ -20,7 +20,6 @@ lineage. `compose_summary.json` (per order) records each stage's command, folder
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from hf_es.cli import SimpleArgumentParser
 
 SCRIPTS = Path(__file__).resolve().parent
 STAGE_SCRIPTS = {"es": SCRIPTS / "train_es.py", "grpo": SCRIPTS / "train_grpo.py"}
@@ -185,7 +186,7 @@ def compose(
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = SimpleArgumentParser(description=__doc__)
     parser.add_argument("--order", nargs="+", default=["es_grpo", "grpo_es"], choices=sorted(ORDERS))
     parser.add_argument("--es_config", required=True, help="ES recipe (scripts/train_es.py).")
     parser.add_argument("--grpo_config", required=True, help="GRPO recipe (scripts/train_grpo.py).")

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Sets up the environment and runs the CPU demo: ES on the bundled SmolLM2-135M-Instruct (single-digit
-# multiplication), ~15 minutes on 2 cores. Extra arguments override the recipe (e.g. --max_steps 10).
+# multiplication). Extra arguments override the recipe (e.g. --max_steps 10). Times and numbers: README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
-"$VENV/bin/accelerate" launch --num_processes 1 --cpu scripts/train_es.py \
-  --config recipes/smollm2_cpu_arithmetic.yaml "$@"
+# Every launcher value is explicit, so accelerate prints no "defaults used instead" warning; --quiet turns a
+# failing script into its own message (exit 1) instead of adding accelerate's CalledProcessError traceback.
+"$VENV/bin/accelerate" launch --quiet --cpu --num_processes 1 --num_machines 1 --mixed_precision no \
+  --dynamo_backend no --num_cpu_threads_per_process "${OMP_NUM_THREADS:-$(nproc)}" \
+  scripts/train_es.py --config recipes/smollm2_cpu_arithmetic.yaml "$@"

@@ -24,12 +24,11 @@ from pathlib import Path
 
 from hf_es.analysis import DEFAULT_TAUS, compare_drift, compute_drift
 from hf_es.analysis import plots as drift_plots
+from hf_es.cli import SimpleArgumentParser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = SimpleArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", help="Base checkpoint: folder with safetensors, .safetensors file or Hub repo id.")
     parser.add_argument("tuned", help="Tuned checkpoint (same forms).")
     parser.add_argument("--compare", default=None, help="A second tuned checkpoint from the same base (e.g. GRPO).")

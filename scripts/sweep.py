@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trl import ModelConfig, TrlParser
+from trl import ModelConfig
 
 from hf_es import ESConfig, ESTrainer
+from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.model_card import plot_reward_curve
 from hf_es.models import resolve_model_name_or_path
 from hf_es.tasks import TaskArguments, load_task, reward_functions
+from hf_es.trainer.es_config import check_no_grpo_only_fields
 
 
 @dataclass
@@ -231,6 +233,24 @@ def main(
     return summary
 
 
+def build_parser() -> ScriptArgumentParser:
+    """The command line of this script: the fields of `scripts/train_es.py` plus `SweepArguments`."""
+    return ScriptArgumentParser(
+        (TaskArguments, ESConfig, ModelConfig, SweepArguments),
+        description="Population-size and sigma sweeps of ES: one reward trajectory per setting, and which N is enough.",
+        help_sections=training_help_sections(
+            "Sweep",
+            ["population_sizes", "sigmas", "tolerance", "summary_metric", "final_window", "save_models"],
+            extra={"ES (fixed across the sweep)": ["learning_rate", "fitness_shaping", "estimator", "noise_seed"]},
+        ),
+        examples=[
+            "python scripts/sweep.py --config recipes/smollm2_cpu_arithmetic.yaml --output_dir outputs/sweep-N "
+            "--population_sizes 8 16 32 64 --max_steps 30"
+        ],
+        required=["model_name_or_path", "output_dir"],
+        check_names=check_no_grpo_only_fields,
+    )
+
+
 if __name__ == "__main__":
-    parser = TrlParser((TaskArguments, ESConfig, ModelConfig, SweepArguments))
-    main(*parser.parse_args_and_config())
+    main(*build_parser().parse_args_and_config())

@@ -10,24 +10,31 @@ Any `ESConfig`, `ModelConfig` or `TaskArguments` field can be set in the YAML or
 from __future__ import annotations
 
 import os
-import sys
 
-from trl import ModelConfig, TrlParser
+from trl import ModelConfig
 
 from hf_es import ESConfig, ESTrainer
+from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.model_card import plot_reward_curve
 from hf_es.tasks import TaskArguments, apply_model_config, describe_task, load_task, reward_functions
 from hf_es.trainer.es_config import check_no_grpo_only_fields
 
 
-def _reject_grpo_only_cli_and_yaml_fields(argv: list[str]) -> None:
-    names = [arg[2:].split("=")[0] for arg in argv if arg.startswith("--")]
-    if "--config" in argv:
-        import yaml
-
-        with open(argv[argv.index("--config") + 1]) as f:
-            names += list((yaml.safe_load(f) or {}).keys())
-    check_no_grpo_only_fields(names)
+def build_parser() -> ScriptArgumentParser:
+    """The command line of this script: recipe fields of `TaskArguments`, `ESConfig` and `ModelConfig`."""
+    return ScriptArgumentParser(
+        (TaskArguments, ESConfig, ModelConfig),
+        description="Evolution Strategies post-training of a causal LM with verifiable rewards (ESTrainer).",
+        help_sections=training_help_sections(
+            "ES", ["population_size", "sigma", "learning_rate", "fitness_shaping", "estimator", "noise_seed"]
+        ),
+        examples=[
+            "accelerate launch scripts/train_es.py --config recipes/smollm2_cpu_arithmetic.yaml --max_steps 10",
+            "accelerate launch --config_file accelerate_configs/multi_gpu.yaml scripts/train_es.py --config ...",
+        ],
+        required=["model_name_or_path"],
+        check_names=check_no_grpo_only_fields,
+    )
 
 
 def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelConfig) -> None:
@@ -60,6 +67,4 @@ def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelCon
 
 
 if __name__ == "__main__":
-    _reject_grpo_only_cli_and_yaml_fields(sys.argv[1:])
-    parser = TrlParser((TaskArguments, ESConfig, ModelConfig))
-    main(*parser.parse_args_and_config())
+    main(*build_parser().parse_args_and_config())

