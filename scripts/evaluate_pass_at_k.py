@@ -34,6 +34,7 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 if (_REPO_ROOT / "hf_es").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
+from hf_es.cli import SimpleArgumentParser, closest_name  # noqa: E402
 from hf_es.evaluation import (  # noqa: E402
     PassAtKConfig,
     evaluate_checkpoints,
@@ -49,22 +50,10 @@ from hf_es.tasks import TASKS, get_task, is_registered  # noqa: E402
 logger = logging.getLogger("evaluate_pass_at_k")
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every default and keeps the examples' line breaks."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        """One line naming the problem and where the usage is, exit code 2, no traceback."""
-        self.exit(2, f"{self.prog}: error: {message}\nRun `python scripts/{self.prog} --help` for the usage.\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (defaults shown in `--help`)."""
-    parser = _Parser(
-        description=__doc__.split("\n\nexamples:")[0],
-        epilog="examples:" + __doc__.split("examples:")[1],
-        formatter_class=_HelpFormatter,
+    parser = SimpleArgumentParser(
+        description=__doc__.split("\n\nexamples:")[0], epilog="examples:" + __doc__.split("examples:")[1]
     )
     add = parser.add_argument
     add("--model", nargs="+", required=True, help="Checkpoints: local folders or Hub ids.")
@@ -126,7 +115,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, P
     parser = build_parser()
     args = parser.parse_args(argv)
     if not is_local_file(args.dataset) and not is_registered(args.dataset):
-        parser.error(f"unknown task {args.dataset!r}: use one of {sorted(TASKS)} or an existing .jsonl file.")
+        guess = closest_name(args.dataset, TASKS)
+        hint = f" (did you mean {guess!r}?)" if guess else ""
+        parser.error(f"unknown task {args.dataset!r}{hint}: use one of {sorted(TASKS)} or an existing .jsonl file.")
     if is_local_file(args.dataset) and not Path(args.dataset).is_file():
         parser.error(f"dataset file {args.dataset} does not exist.")
     missing = [name for name in args.model if _looks_like_path(name) and not Path(name).expanduser().exists()]
