@@ -262,7 +262,11 @@ class ESTrainer(Trainer):
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)
         self.backend = generation_backend or self._default_backend()
-        self.backend.init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
+        noise = make_noise_source(args.noise_type, table_size=args.noise_table_size)
+        if args.perturbation == "low_rank":  # issue 17
+            self.backend.init_low_rank_centre(noise, args.perturbation_rank, args.low_rank_non_matrix_noise)
+        else:
+            self.backend.init_centre(noise)
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._last_samples: list[tuple[str, str, float]] = []
         self._total_generated_tokens = 0
@@ -649,14 +653,22 @@ class ESTrainer(Trainer):
     ) -> None:
         """Perturbs, generates and scores this process's members, writing their rows of `stats`."""
         args, num_funcs = self.args, len(self.reward_funcs)
-        for member in members:
+        batched = None
+        if args.perturbation == "low_rank":  # issue 17: all members in one batched generation, no weight writes
             tick = time.perf_counter()
-            self.backend.perturb(member.seed, member.sign * args.sigma)
-            timing["perturb_restore"] += time.perf_counter() - tick
-
-            tick = time.perf_counter()
-            result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
+            batched = self.backend.generate_members(members, prompt_texts, self.sampling, args.sigma)
             timing["generate"] += time.perf_counter() - tick
+        for position, member in enumerate(members):
+            if batched is not None:
+                result = batched[position]
+            else:
+                tick = time.perf_counter()
+                self.backend.perturb(member.seed, member.sign * args.sigma)
+                timing["perturb_restore"] += time.perf_counter() - tick
+
+                tick = time.perf_counter()
+                result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
+                timing["generate"] += time.perf_counter() - tick
 
             tick = time.perf_counter()
             scored = self._score(inputs, result, where=f"step {step}, member {member.index}")
