@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from test_trainer import make_trainer
 from utils import prompt_dataset, tiny_llama
 
@@ -78,3 +79,18 @@ def test_two_process_low_rank_run_equals_one_process_run(tmp_path):
 def test_low_rank_config_errors(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
         ESConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", **overrides)
+
+
+def test_low_rank_resume_from_an_fp32_checkpoint_keeps_the_low_rank_centre(tmp_path):
+    """fp32 models resume by re-snapshotting the loaded weights; that must rebuild a LowRankCentre, not an ESCentre."""
+    settings = dict(perturbation="low_rank", perturbation_rank=2, sigma=0.005, learning_rate=0.01, max_steps=2)
+    full = make_trainer(tmp_path / "full", model=tiny_llama(seed=1), **settings)
+    full.train()
+    first = make_trainer(tmp_path / "half", model=tiny_llama(seed=1), save_strategy="steps", save_steps=1, **settings)
+    first.args.max_steps = 1
+    first.train()
+    resumed = make_trainer(tmp_path / "half", model=tiny_llama(seed=1), **settings)
+    resumed.train(resume_from_checkpoint=os.path.join(first.args.output_dir, "checkpoint-1"))
+    assert isinstance(resumed.backend.centre, LowRankCentre) and resumed.backend.centre.rank == 2
+    for name, tensor in full.backend.centre.master.items():
+        assert torch.equal(resumed.backend.centre.master[name], tensor), name

@@ -63,6 +63,9 @@ _HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME
 # Reward-function arguments the trainer always passes (TRL's convention); any other required one is a dataset column.
 # ES state fields that must match between a checkpoint and the resuming run for the resume to be exact.
 _RESUME_FIELDS = (
+    "perturbation",
+    "perturbation_rank",
+    "low_rank_non_matrix_noise",
     "seed",
     "noise_seed",
     "noise_type",
@@ -262,16 +265,18 @@ class ESTrainer(Trainer):
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)
         self.backend = generation_backend or self._default_backend()
-        noise = make_noise_source(args.noise_type, table_size=args.noise_table_size)
-        if args.perturbation == "low_rank":  # issue 17
-            self.backend.init_low_rank_centre(noise, args.perturbation_rank, args.low_rank_non_matrix_noise)
-        else:
-            self.backend.init_centre(noise)
+        self._init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._last_samples: list[tuple[str, str, float]] = []
         self._total_generated_tokens = 0
 
     # ------------------------------------------------------------------ setup
+
+    def _init_centre(self, noise: Any) -> None:
+        if self.args.perturbation == "low_rank":  # issue 17
+            self.backend.init_low_rank_centre(noise, self.args.perturbation_rank, self.args.low_rank_non_matrix_noise)
+        else:
+            self.backend.init_centre(noise)
 
     @staticmethod
     def _load_model(model_id: str, args: ESConfig) -> PreTrainedModel:
@@ -1163,7 +1168,7 @@ class ESTrainer(Trainer):
             self.backend.load_centre(load_file(master_path, device="cpu"))
         else:
             # fp32 model: the model weights Trainer loaded are the exact centre.
-            self.backend.init_centre(self.backend.centre.noise)
+            self._init_centre(self.backend.centre.noise)
         bad = [name for name, tensor in self.backend.centre.master.items() if not torch.isfinite(tensor).all()]
         if bad:
             raise ValueError(
