@@ -56,7 +56,8 @@ class LowRankMemberHooks:
         self.seeds, self.scales = list(seeds), list(scales)
         self._names = {tensor.data_ptr(): name for name, tensor in centre.parameters.items()}
         self._member_stacks: dict[str, tuple[torch.Tensor, ...]] = {}
-        self._rows: dict[tuple[str, int], torch.Tensor] = {}
+        self._rows: dict[tuple[str, int, bool], torch.Tensor] = {}
+        self._groups: torch.Tensor | None = None
         self._row_members: torch.Tensor | None = None
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._in_vmap = False
@@ -88,40 +89,48 @@ class LowRankMemberHooks:
     def select_rows(self, row_members: torch.Tensor | Sequence[int]) -> None:
         """Says which member (index into `seeds`) each row of the next batch belongs to.
 
+        Member-major batches (equal blocks of consecutive rows per member, as `generate_members` builds them) are
+        computed per block: one thin matmul per member instead of one per row.
+
         Args:
             row_members: Integer member index of each batch row, shape `(batch,)`.
         """
         row_members = torch.as_tensor(row_members, dtype=torch.long)
         if row_members.numel() and not 0 <= int(row_members.min()) <= int(row_members.max()) < len(self.seeds):
             raise ValueError(f"row_members must index the {len(self.seeds)} members, got {row_members.tolist()}.")
+        blocks, counts = torch.unique_consecutive(row_members, return_counts=True)
         self._row_members = row_members
+        self._groups = blocks if counts.numel() and bool((counts == counts[0]).all()) else row_members
         self._rows = {}
 
-    def _row_tensor(self, name: str, which: int, device: torch.device) -> torch.Tensor:
-        """`self._stack(name)[which]` gathered per batch row (cached until the next `select_rows`)."""
-        if (name, which) not in self._rows:
-            self._rows[name, which] = self._stack(name)[which][self._row_members.to(device)]
-        return self._rows[name, which]
+    def _gathered(self, name: str, which: int, device: torch.device, per_row: bool = False) -> torch.Tensor:
+        """`self._stack(name)[which]` gathered per group of rows, or per row (cached until the next `select_rows`)."""
+        key = (name, which, per_row)
+        if key not in self._rows:
+            index = self._row_members if per_row else self._groups
+            self._rows[key] = self._stack(name)[which][index.to(device)]
+        return self._rows[key]
 
-    def _check_batch(self, batch: int) -> None:
+    def _check_batch(self, batch: int) -> int:
+        """Checks the batch against `select_rows` and returns the number of row groups."""
         if self._row_members is None or batch != self._row_members.numel():
             known = None if self._row_members is None else self._row_members.numel()
             raise ValueError(f"Batch of {batch} rows but select_rows() was given {known}; call it before each batch.")
+        return self._groups.numel()
 
     # -------------------------------------------------------------------- hooks
 
     def _linear_hook(self, weight: str | None, bias: str | None):
         def hook(module: nn.Linear, args: tuple, output: torch.Tensor) -> torch.Tensor:
             x = args[0]
-            self._check_batch(x.shape[0])
-            out = output.reshape(x.shape[0], -1, output.shape[-1])
+            groups = self._check_batch(x.shape[0])
+            out = output.reshape(groups, -1, output.shape[-1])
             if weight is not None:
-                a_rows, b_rows = self._row_tensor(weight, 0, x.device), self._row_tensor(weight, 1, x.device)
-                thin = torch.bmm(x.reshape(x.shape[0], -1, x.shape[-1]), b_rows)
-                out = torch.baddbmm(out, thin, a_rows.transpose(1, 2))
+                a, b = self._gathered(weight, 0, x.device), self._gathered(weight, 1, x.device)
+                thin = torch.bmm(x.reshape(groups, -1, x.shape[-1]), b)
+                out = torch.baddbmm(out, thin, a.transpose(1, 2))
             if bias is not None:
-                bias_rows = self._row_tensor(bias, 0, x.device)
-                out = out + (bias_rows - module.bias)[:, None, :]
+                out = out + (self._gathered(bias, 0, x.device) - module.bias)[:, None, :]
             return out.reshape(output.shape)
 
         return hook
@@ -129,32 +138,53 @@ class LowRankMemberHooks:
     def _embedding_hook(self, weight: str):
         def hook(module: nn.Embedding, args: tuple, output: torch.Tensor) -> torch.Tensor:
             ids = args[0]
-            self._check_batch(ids.shape[0])
+            groups = self._check_batch(ids.shape[0])
             scaled_a = self._stack(weight)[0]
-            rows = self._row_members.to(ids.device)
-            coefficients = scaled_a[rows[:, None], ids.reshape(ids.shape[0], -1)]  # (batch, seq, r)
-            b_rows = self._row_tensor(weight, 1, ids.device)
-            out = torch.baddbmm(
-                output.reshape(ids.shape[0], -1, output.shape[-1]), coefficients, b_rows.transpose(1, 2)
-            )
+            index = self._groups.to(ids.device)
+            coefficients = scaled_a[index[:, None], ids.reshape(groups, -1)]  # (groups, rows * seq, r)
+            b = self._gathered(weight, 1, ids.device)
+            out = torch.baddbmm(output.reshape(groups, -1, output.shape[-1]), coefficients, b.transpose(1, 2))
             return out.reshape(output.shape)
 
         return hook
 
     def _per_row_module_hook(self, owned: dict[str, str]):
-        def hook(module: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor | None:
-            if self._in_vmap:
-                return None
-            self._check_batch(args[0].shape[0])
-            params = {local: self._row_tensor(name, 0, args[0].device) for local, name in owned.items()}
+        # None: not tried yet; then whether broadcasting (groups, 1, d) parameters gives vmap's result bit for bit.
+        broadcasts: list[bool | None] = [None]
+
+        def per_row(module, args, kwargs):
+            params = {local: self._gathered(name, 0, args[0].device, per_row=True) for local, name in owned.items()}
 
             def one_row(row_params, *row_args):
                 batched = tuple(arg.unsqueeze(0) for arg in row_args)
                 return torch.func.functional_call(module, row_params, batched, kwargs).squeeze(0)
 
+            return torch.func.vmap(one_row)(params, *args)
+
+        def broadcast(module, args, kwargs, output):
+            # One call with per-group parameters shaped (groups, 1, d), e.g. RMSNorm's `weight * x`: no vmap cost.
+            groups, x = self._groups.numel(), args[0]
+            params = {local: self._gathered(name, 0, x.device)[:, None] for local, name in owned.items()}
+            grouped = (x.reshape(groups, -1, *x.shape[2:]), *args[1:])
+            return torch.func.functional_call(module, params, grouped, kwargs).reshape(output.shape)
+
+        def hook(module: nn.Module, args: tuple, kwargs: dict, output: torch.Tensor) -> torch.Tensor | None:
+            if self._in_vmap:
+                return None
+            self._check_batch(args[0].shape[0])
             self._in_vmap = True
             try:
-                return torch.func.vmap(one_row)(params, *args)
+                if broadcasts[0]:
+                    return broadcast(module, args, kwargs, output)
+                exact = per_row(module, args, kwargs)
+                if broadcasts[0] is None:
+                    try:
+                        broadcasts[0] = args[0].dim() >= 2 and torch.equal(
+                            broadcast(module, args, kwargs, output), exact
+                        )
+                    except (RuntimeError, ValueError):
+                        broadcasts[0] = False
+                return exact
             finally:
                 self._in_vmap = False
 
