@@ -14,46 +14,19 @@ RECIPE = os.path.join(ROOT, "recipes", "smollm2_cpu_arithmetic.yaml")
 
 def run_script(*args, timeout=600):
     env = {**os.environ, "OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"}
-    return subprocess.run(
-        [sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
+    return subprocess.run([sys.executable, SCRIPT, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT)
 
 
 @pytest.mark.slow
 def test_recipe_trains_the_bundled_model_and_saves_model_card_and_curve(tmp_path):
     out = tmp_path / "run"
-    proc = run_script(
-        "--config",
-        RECIPE,
-        "--max_steps",
-        "2",
-        "--population_size",
-        "2",
-        "--per_device_train_batch_size",
-        "4",
-        "--num_eval_samples",
-        "4",
-        "--eval_steps",
-        "2",
-        "--max_completion_length",
-        "6",
-        "--output_dir",
-        str(out),
-        "--report_to",
-        "none",
-    )
+    proc = run_script("--config", RECIPE, "--max_steps", "2", "--population_size", "2",
+                      "--per_device_train_batch_size", "4", "--num_eval_samples", "4", "--eval_steps", "2",
+                      "--max_completion_length", "6", "--output_dir", str(out), "--report_to", "none")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in (
-        "model.safetensors",
-        "config.json",
-        "tokenizer.json",
-        "es_state.json",
-        "es_master.safetensors",
-        "reward_curve.png",
-        "README.md",
-        "training_args.json",
-        "drift_stats.json",
-    ):
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "es_state.json", "es_master.safetensors",
+                 "reward_curve.png", "README.md", "training_args.json", "drift_stats.json"):
         assert (out / name).is_file(), name
     assert not (out / "training_args.bin").exists()
     state = json.loads((out / "es_state.json").read_text())

@@ -89,9 +89,8 @@ def test_verifier_failure_counters_are_logged_per_step(tmp_path):
     from hf_es.rewards import make_accuracy_reward
 
     accuracy = make_accuracy_reward(extract="boxed")
-    dataset = Dataset.from_dict(
-        {"prompt": [f"What is {i} + 1?" for i in range(8)], "solution": [str(i + 1) for i in range(8)]}
-    )
+    dataset = Dataset.from_dict({"prompt": [f"What is {i} + 1?" for i in range(8)],
+                                 "solution": [str(i + 1) for i in range(8)]})
     trainer = make_trainer(tmp_path, reward_funcs=[accuracy], dataset=dataset, max_steps=2)
     trainer.train()
     logged = [h for h in trainer.state.log_history if "reward" in h]
