@@ -12,7 +12,7 @@ import os
 import platform
 from datetime import date
 
-from . import es_step, memory, noise, peft, scaling
+from . import es_step, low_rank, memory, noise, peft, scaling
 
 
 def _machine() -> str:
@@ -21,6 +21,26 @@ def _machine() -> str:
     if torch.cuda.is_available():
         return f"{platform.node()}: {torch.cuda.get_device_name()}"
     return f"{platform.node()}: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores"
+
+
+def _low_rank_rows(low: dict) -> list[tuple[str, str, str, str]]:
+    shape = "N={population_size}, B={batch_size}, {max_completion_length} tokens, r={perturbation_rank}".format(
+        **low["settings"]
+    )
+    return [
+        (
+            f"low-rank ES step (one batch) / generation-only, same N x B ({shape})",
+            f"{low['low_rank_over_generation']:.3f}",
+            f"{low['low_rank_over_generation_spread'][0]:.3f}-{low['low_rank_over_generation_spread'][1]:.3f}",
+            "<= 1.10 (CPU)",
+        ),
+        (
+            f"steps/s, low-rank batched / full-rank sequential ({shape})",
+            f"{low['low_rank_speedup']:.2f}x",
+            f"{low['low_rank_speedup_spread'][0]:.2f}-{low['low_rank_speedup_spread'][1]:.2f}",
+            ">= 1.4x (CPU)",
+        ),
+    ]
 
 
 def markdown(result: dict) -> str:
@@ -70,6 +90,8 @@ def markdown(result: dict) -> str:
         )
     if "peft" in result:
         rows += peft.markdown_rows(result["peft"])
+    if "low_rank" in result:
+        rows += _low_rank_rows(result["low_rank"])
     lines = [
         f"Machine: {result['machine']}, {result['date']}. Model: SmolLM2-135M-Instruct, bf16.",
         "",
@@ -83,7 +105,9 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["es_step", "memory", "scaling", "noise", "peft"])
+    parser.add_argument(
+        "--skip", nargs="*", default=[], choices=["es_step", "memory", "scaling", "noise", "peft", "low_rank"]
+    )
     args = parser.parse_args()
     result: dict = {"machine": _machine(), "date": date.today().isoformat()}
     if "es_step" not in args.skip:
@@ -109,6 +133,13 @@ def main() -> None:
         result["scaling"] = scaling.run(repeats=args.repeats)
         result["two_process_scaling"] = result["scaling"]["two_process_scaling"]
         print(f"two_process_scaling {result['two_process_scaling']:.3f}", flush=True)
+    if "low_rank" not in args.skip:
+        result["low_rank"] = low_rank.run(repeats=args.repeats)
+        print(
+            f"low_rank_over_generation {result['low_rank']['low_rank_over_generation']:.3f} "
+            f"low_rank_speedup {result['low_rank']['low_rank_speedup']:.2f}",
+            flush=True,
+        )
     stem = os.path.join(os.path.dirname(__file__), "results", f"{result['date']}-{platform.node()}")
     os.makedirs(os.path.dirname(stem), exist_ok=True)
     with open(stem + ".json", "w") as f:

@@ -20,7 +20,9 @@ from datetime import date
 import torch
 
 
-def build_trainer(population_size: int, batch_size: int, max_completion_length: int, noise_type: str, dtype: str):
+def build_trainer(
+    population_size: int, batch_size: int, max_completion_length: int, noise_type: str, dtype: str, **overrides
+):
     from hf_es import ESConfig, ESTrainer
     from hf_es.data import load_arithmetic
     from hf_es.models import prepare_smollm2
@@ -39,6 +41,7 @@ def build_trainer(population_size: int, batch_size: int, max_completion_length: 
         disable_tqdm=True,
         use_cpu=not torch.cuda.is_available(),
         model_card_drift=False,
+        **overrides,
     )
     dataset = load_arithmetic(num_samples=batch_size, seed=0)
     return ESTrainer(model=prepare_smollm2(), reward_funcs=[accuracy_reward], args=args, train_dataset=dataset)

@@ -63,13 +63,17 @@ class ESCentre:
             scale: `sign * sigma`.
         """
         for name, live in self.parameters.items():
-            flat_live, flat_master = live.view(-1), self.master[name].view(-1)
-            same_device = flat_master.device == flat_live.device
-            for start, end, eps in self.noise.chunks(seed, name, flat_live.numel(), flat_master.device):
-                if same_device:
-                    torch.add(flat_master[start:end], eps, alpha=scale, out=flat_live[start:end])
-                else:
-                    flat_live[start:end].copy_(torch.add(flat_master[start:end], eps, alpha=scale))
+            self._perturb_tensor_(name, live, seed, scale)
+
+    def _perturb_tensor_(self, name: str, live: torch.Tensor, seed: int, scale: float) -> None:
+        """Writes one tensor of `master + scale * eps(seed)`; subclasses change the direction (see `low_rank`)."""
+        flat_live, flat_master = live.view(-1), self.master[name].view(-1)
+        same_device = flat_master.device == flat_live.device
+        for start, end, eps in self.noise.chunks(seed, name, flat_live.numel(), flat_master.device):
+            if same_device:
+                torch.add(flat_master[start:end], eps, alpha=scale, out=flat_live[start:end])
+            else:
+                flat_live[start:end].copy_(torch.add(flat_master[start:end], eps, alpha=scale))
 
     @torch.no_grad()
     def restore_(self) -> None:
@@ -105,26 +109,33 @@ class ESCentre:
             )
         squared_norm = 0.0
         if seeds and learning_rate != 0.0:
-            buffer = None
+            steps = [learning_rate * coefficient for coefficient in coefficients]
             for name, master in self.master.items():
-                flat_master = master.view(-1)
-                if buffer is None or buffer.device != flat_master.device:
-                    buffer = torch.empty(self.noise.chunk_size, dtype=torch.float32, device=flat_master.device)
-                streams = [self.noise.chunks(seed, name, flat_master.numel(), flat_master.device) for seed in seeds]
-                for chunk in zip(*streams):
-                    start, end = chunk[0][0], chunk[0][1]
-                    delta = buffer[: end - start]
-                    torch.mul(chunk[0][2], learning_rate * coefficients[0], out=delta)
-                    for (_, _, eps), coefficient in zip(chunk[1:], coefficients[1:]):
-                        delta.add_(eps, alpha=learning_rate * coefficient)
-                    flat_master[start:end] += delta
-                    squared_norm += float(torch.linalg.vector_norm(delta)) ** 2
+                squared_norm += self._update_tensor_(name, master, seeds, steps)
         self.restore_()
         if not math.isfinite(squared_norm):
             raise FloatingPointError(
                 f"The ES update overflowed (squared norm {squared_norm}); the centre is not finite."
             )
         return math.sqrt(squared_norm)
+
+    def _update_tensor_(self, name: str, master: torch.Tensor, seeds: list[int], steps: list[float]) -> float:
+        """Adds `sum_j steps[j] * eps(seeds[j])` to one master tensor; returns the squared norm of what was added."""
+        flat_master = master.view(-1)
+        buffer = torch.empty(
+            min(self.noise.chunk_size, flat_master.numel()), dtype=torch.float32, device=master.device
+        )
+        squared_norm = 0.0
+        streams = [self.noise.chunks(seed, name, flat_master.numel(), flat_master.device) for seed in seeds]
+        for chunk in zip(*streams):
+            start, end = chunk[0][0], chunk[0][1]
+            delta = buffer[: end - start]
+            torch.mul(chunk[0][2], steps[0], out=delta)
+            for (_, _, eps), step in zip(chunk[1:], steps[1:]):
+                delta.add_(eps, alpha=step)
+            flat_master[start:end] += delta
+            squared_norm += float(torch.linalg.vector_norm(delta)) ** 2
+        return squared_norm
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The float32 master weights, for checkpoints."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..es import ESCentre, NoiseSource
+from ..es import ESCentre, LowRankCentre, Member, NoiseSource
 
 __all__ = ["GenerationBackend", "GenerationResult", "SamplingConfig"]
 
@@ -116,6 +116,45 @@ class GenerationBackend(ABC):
         """Snapshots the current weights as the ES centre (fp32 master copy)."""
         self.centre = ESCentre(self.live_weights(), noise, master_device=master_device)
         return self.centre
+
+    def init_low_rank_centre(
+        self,
+        noise: NoiseSource,
+        rank: int,
+        non_matrix_noise: str = "full",
+        master_device: torch.device | str | None = None,
+    ) -> LowRankCentre:
+        """Snapshots the current weights as a low-rank ES centre (see [`hf_es.es.LowRankCentre`])."""
+        self.centre = LowRankCentre(
+            self.live_weights(), noise, rank=rank, non_matrix_noise=non_matrix_noise, master_device=master_device
+        )
+        return self.centre
+
+    def generate_members(
+        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
+    ) -> list[GenerationResult]:
+        """Generates the completions of several population members, each for every prompt.
+
+        The default writes each member into the weights in turn (`perturb`, `generate` with the member's sampling
+        seed) and restores the centre at the end; engines that can evaluate members side by side override it.
+
+        Args:
+            members: The members to evaluate (member k sits at `centre + members[k].sign * sigma * eps`).
+            prompts: Prompt texts, chat template already applied.
+            sampling: How to sample.
+            sigma: The perturbation scale.
+
+        Returns:
+            One [`GenerationResult`] per member, in the order of `members`.
+        """
+        results = []
+        try:
+            for member in members:
+                self.perturb(member.seed, member.sign * sigma)
+                results.append(self.generate(prompts, sampling, seed=member.sampling_seed))
+        finally:
+            self.restore()
+        return results
 
     def _require_centre(self) -> ESCentre:
         if self.centre is None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import torch
-from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+import dataclasses
 
+import torch
+from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
+
+from ..es import LowRankCentre, Member, stable_seed
 from .base import GenerationBackend, GenerationResult, SamplingConfig
+from .low_rank import LowRankMemberHooks, PerRowSampler
 
 __all__ = ["TransformersGenerationBackend"]
 
@@ -63,27 +67,81 @@ class TransformersGenerationBackend(GenerationBackend):
         batch_size = self.batch_size or len(expanded)
         if seed is not None and not sampling.greedy:
             torch.manual_seed(seed)
-        was_training = self.model.training
-        self.model.eval()
         completion_ids, truncated = [], []
         for start in range(0, len(expanded), batch_size):
-            encoded = self.tokenizer(
-                expanded[start : start + batch_size],
-                return_tensors="pt",
-                padding=True,
-                padding_side="left",
-                add_special_tokens=False,
-            ).to(self.model.device)
-            output = self.model.generate(**encoded, generation_config=generation_config)
-            for row in output[:, encoded["input_ids"].shape[1] :].tolist():
-                ids, stopped = [], False
-                for token in row:
-                    if token in self.eos_token_ids:
-                        stopped = True
-                        break
-                    ids.append(token)
-                completion_ids.append(ids)
-                truncated.append(not stopped)
-        self.model.train(was_training)
+            ids, stopped = self._generate_batch(expanded[start : start + batch_size], generation_config)
+            completion_ids += ids
+            truncated += stopped
+        return self._result(completion_ids, truncated)
+
+    def _result(self, completion_ids: list[list[int]], truncated: list[bool]) -> GenerationResult:
         completions = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return GenerationResult(completion_ids=completion_ids, completions=completions, truncated=truncated)
+
+    def _generate_batch(
+        self,
+        texts: list[str],
+        generation_config: GenerationConfig,
+        logits_processor: LogitsProcessorList | None = None,
+    ) -> tuple[list[list[int]], list[bool]]:
+        """One left-padded `generate` call; returns the completion ids cut at EOS and whether each was truncated."""
+        was_training = self.model.training
+        self.model.eval()
+        encoded = self.tokenizer(
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        ).to(self.model.device)
+        output = self.model.generate(**encoded, generation_config=generation_config, logits_processor=logits_processor)
+        self.model.train(was_training)
+        completion_ids, truncated = [], []
+        for row in output[:, encoded["input_ids"].shape[1] :].tolist():
+            ids, stopped = [], False
+            for token in row:
+                if token in self.eos_token_ids:
+                    stopped = True
+                    break
+                ids.append(token)
+            completion_ids.append(ids)
+            truncated.append(not stopped)
+        return completion_ids, truncated
+
+    @torch.no_grad()
+    def generate_members(
+        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
+    ) -> list[GenerationResult]:
+        """With a [`LowRankCentre`], every member's completions come from one batched `generate` call.
+
+        Rows are member-major (member k's prompts, each `num_generations` times, then member k+1's); forward hooks
+        give each row its member's low-rank perturbation (see [`LowRankMemberHooks`]), so the weights are never
+        written. `batch_size`, when set, splits the rows into several calls. When sampling, row `j` of member k
+        draws from its own generator seeded by `(member.sampling_seed, j)` ([`PerRowSampler`]): independent of the
+        other rows, and shared by the two members of an antithetic pair (common random numbers). Its samples
+        therefore differ from those of `generate(..., seed=member.sampling_seed)`, which seeds one global stream.
+        Full-rank centres fall back to the sequential loop of [`GenerationBackend.generate_members`].
+        """
+        centre = self._require_centre()
+        if not isinstance(centre, LowRankCentre):
+            return super().generate_members(members, prompts, sampling, sigma)
+        expanded = [prompt for prompt in prompts for _ in range(sampling.num_generations)]
+        rows = [(position, j) for position in range(len(members)) for j in range(len(expanded))]
+        generation_config = self._generation_config(dataclasses.replace(sampling, temperature=0.0))
+        batch_size = self.batch_size or len(rows)
+        completion_ids, truncated = [], []
+        hooks = LowRankMemberHooks(self.model, centre, [m.seed for m in members], [m.sign * sigma for m in members])
+        with hooks:
+            for start in range(0, len(rows), batch_size):
+                chunk = rows[start : start + batch_size]
+                hooks.select_rows([position for position, _ in chunk])
+                sampler = None
+                if not sampling.greedy:
+                    seeds = [stable_seed(members[position].sampling_seed, j) for position, j in chunk]
+                    sampler = LogitsProcessorList([PerRowSampler(sampling, seeds, self.model.device)])
+                ids, stopped = self._generate_batch([expanded[j] for _, j in chunk], generation_config, sampler)
+                completion_ids += ids
+                truncated += stopped
+        per_member = len(expanded)
+        return [
+            self._result(
+                completion_ids[k * per_member : (k + 1) * per_member], truncated[k * per_member : (k + 1) * per_member]
+            )
+            for k in range(len(members))
+        ]

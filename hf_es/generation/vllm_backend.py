@@ -327,6 +327,12 @@ class VLLMGenerationBackend(GenerationBackend):
         self._weights_changed()
         return self.centre
 
+    def init_low_rank_centre(self, *args, **kwargs):
+        raise NotImplementedError(
+            "perturbation='low_rank' is not supported with vLLM (one batched pass needs per-row corrections inside "
+            "the forward pass, which vLLM does not expose); use the transformers backend or perturbation='full'."
+        )
+
     def load_centre(self, state_dict: dict[str, torch.Tensor]) -> None:
         super().load_centre(state_dict)
         self._weights_changed()

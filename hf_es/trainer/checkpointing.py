@@ -17,7 +17,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ STAGING_PREFIX = f"_tmp-{PREFIX_CHECKPOINT_DIR}-"
 _OLD_PREFIX = "_old-"
 _CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 RESUME_FIELDS = (
+    "perturbation",
+    "perturbation_rank",
+    "low_rank_non_matrix_noise",
     "seed",
     "noise_seed",
     "noise_type",
@@ -229,14 +232,17 @@ def save_centre_state(
     save_es_state(output_dir, state, master, master_omitted=needs_master and not include_master)
 
 
-def restore_centre_state(checkpoint: str, backend: Any, args: Any) -> dict[str, Any]:
+def restore_centre_state(
+    checkpoint: str, backend: Any, args: Any, init_centre: Callable[[Any], Any] | None = None
+) -> dict[str, Any]:
     """Loads a checkpoint's ES state into `backend`'s centre (the fp32 master, or the model weights Trainer loaded),
-    checks it is finite, warns about settings that differ from `args`, and returns the `es_state.json` fields."""
+    checks it is finite, warns about settings that differ from `args`, and returns the `es_state.json` fields.
+    `init_centre(noise)` re-snapshots the loaded weights (default: `backend.init_centre`)."""
     state, master = load_es_state(checkpoint)
     if master is not None:
         backend.load_centre(master)
     else:  # the model weights Trainer loaded are the centre (exact for an fp32 model)
-        backend.init_centre(backend.centre.noise)
+        (init_centre or backend.init_centre)(backend.centre.noise)
         if state.get("fp32_master_omitted"):
             logger.warning(f"{checkpoint} has no fp32 master (a final save): the resume starts from rounded weights.")
     bad = [name for name, tensor in backend.centre.master.items() if not torch.isfinite(tensor).all()]

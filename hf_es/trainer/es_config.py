@@ -266,6 +266,17 @@ class ESConfig(TrainingArguments):
         },
     )
 
+    # low-rank population (issue 17)
+    perturbation: str = field(
+        default="full",
+        metadata={"help": "'full' (the paper's i.i.d. noise) or 'low_rank' (A B^T / sqrt(r) per matrix, one batch)."},
+    )
+    perturbation_rank: int = field(default=1, metadata={"help": "r, rank of each member's direction per matrix."})
+    low_rank_non_matrix_noise: str = field(
+        default="full",
+        metadata={"help": "With 'low_rank': 'full' noise for non-matrix parameters (norms, biases) or 'none'."},
+    )
+
     def __post_init__(self):
         for name in ("model_init_kwargs", "generation_kwargs", "chat_template_kwargs"):
             value = getattr(self, name)
@@ -273,6 +284,24 @@ class ESConfig(TrainingArguments):
                 setattr(self, name, json.loads(value))
         super().__post_init__()
         self._validate_es_fields()
+        self._validate_perturbation_fields()
+
+    def _validate_perturbation_fields(self) -> None:
+        if self.perturbation not in ("full", "low_rank"):
+            raise ValueError(f"perturbation must be 'full' or 'low_rank', got {self.perturbation!r}.")
+        if self.perturbation_rank < 1:
+            raise ValueError(f"perturbation_rank must be >= 1, got {self.perturbation_rank}.")
+        if self.low_rank_non_matrix_noise not in ("full", "none"):
+            raise ValueError(
+                f"low_rank_non_matrix_noise must be 'full' or 'none', got {self.low_rank_non_matrix_noise!r}."
+            )
+        if self.perturbation == "low_rank" and self.use_vllm:
+            raise ValueError(
+                "perturbation='low_rank' needs the transformers backend (use_vllm=False): it evaluates the whole "
+                "population in one batch by adding each row's low-rank correction inside the forward pass, which "
+                "vLLM does not expose (its multi-LoRA route is not implemented in hf_es). Use perturbation='full' "
+                "with vLLM."
+            )
 
     def _validate_es_fields(self) -> None:
         def require(condition: bool, message: str) -> None:

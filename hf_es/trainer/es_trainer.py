@@ -176,10 +176,17 @@ class ESTrainer(Trainer):
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)
         self.backend = generation_backend or self._default_backend()
-        self.backend.init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
+        self._init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._last_samples: dict[str, list] = {}
         self._total_generated_tokens = 0
+
+    def _init_centre(self, noise: Any) -> None:
+        """Snapshots the live weights as the ES centre: full-rank noise (the paper) or low-rank directions."""
+        if self.args.perturbation == "low_rank":
+            self.backend.init_low_rank_centre(noise, self.args.perturbation_rank, self.args.low_rank_non_matrix_noise)
+        else:
+            self.backend.init_centre(noise)
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
@@ -332,14 +339,23 @@ class ESTrainer(Trainer):
         timing: dict[str, float],
         step: int,
     ) -> None:
-        """The member loop: perturbs, generates and scores each of this process's members into `record`."""
-        for member in members:
+        """The member loop: perturbs, generates and scores each of this process's members into `record`. Low-rank
+        members are generated side by side in one batch (no weight writes) before they are scored."""
+        batched = None
+        if self.args.perturbation == "low_rank":
             tick = time.perf_counter()
-            self.backend.perturb(member.seed, member.sign * self.args.sigma)
-            timing["perturb_restore"] += time.perf_counter() - tick
-            tick = time.perf_counter()
-            result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
+            batched = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma)
             timing["generate"] += time.perf_counter() - tick
+        for position, member in enumerate(members):
+            if batched is not None:
+                result = batched[position]
+            else:
+                tick = time.perf_counter()
+                self.backend.perturb(member.seed, member.sign * self.args.sigma)
+                timing["perturb_restore"] += time.perf_counter() - tick
+                tick = time.perf_counter()
+                result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
+                timing["generate"] += time.perf_counter() - tick
             tick = time.perf_counter()
             scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
             timing["score"] += time.perf_counter() - tick
@@ -547,7 +563,7 @@ class ESTrainer(Trainer):
         checkpointing.save_centre_state(output_dir, self.backend.centre, self.args, fields, include_master)
 
     def _load_es_state(self, checkpoint: str) -> None:
-        state = checkpointing.restore_centre_state(checkpoint, self.backend, self.args)
+        state = checkpointing.restore_centre_state(checkpoint, self.backend, self.args, self._init_centre)
         self._total_generated_tokens = state.get("total_generated_tokens", 0)
 
     # ------------------------------------------------------------------ Hub

@@ -17,7 +17,7 @@ def target_token_reward(completion_ids, **kwargs):
     return [sum(t % 3 == 0 for t in ids) / max(len(ids), 1) for ids in completion_ids]
 
 
-def main(output_dir: str, max_steps: int = 3) -> None:
+def main(output_dir: str, max_steps: int = 3, **overrides) -> None:
     args = ESConfig(
         output_dir=output_dir,
         population_size=6,
@@ -31,6 +31,7 @@ def main(output_dir: str, max_steps: int = 3) -> None:
         seed=0,
         disable_tqdm=True,
         use_cpu=True,
+        **overrides,
     )
     trainer = ESTrainer(
         model=tiny_llama(),
@@ -59,4 +60,9 @@ def main(output_dir: str, max_steps: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    # argv: output_dir [max_steps [ESConfig overrides as JSON]]
+    main(
+        sys.argv[1],
+        int(sys.argv[2]) if len(sys.argv) > 2 else 3,
+        **json.loads(sys.argv[3] if len(sys.argv) > 3 else "{}"),
+    )
