@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 from datasets import Dataset, IterableDataset
 from safetensors.torch import load_file, save_file
 from torch.utils.data import BatchSampler, DataLoader, Sampler
@@ -37,7 +38,15 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed, sort_checkpoints
 from transformers.utils import logging
 
-from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
+from ..es import (
+    check_same_noise_on_every_process,
+    estimate_update,
+    get_fitness_shaping,
+    make_noise_source,
+    make_population,
+    master_device_for,
+    stable_seed,
+)
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig, TransformersGenerationBackend
 from ..models import base_model_id
 from ..rewards import get_reward_stats
@@ -262,7 +271,7 @@ class ESTrainer(Trainer):
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)
         self.backend = generation_backend or self._default_backend()
-        self.backend.init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
+        self._init_centre_on_device()  # issue 12
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._last_samples: list[tuple[str, str, float]] = []
         self._total_generated_tokens = 0
@@ -345,6 +354,16 @@ class ESTrainer(Trainer):
             f"keyword argument: add the column, or rename the one holding the gold answers, e.g. "
             f"`{dataset_name} = {dataset_name}.rename_column('answer', {column!r})`."
         )
+
+    def _init_centre_on_device(self) -> None:
+        """Sizes the noise to the model, places the fp32 master (`es_master_device`) and checks that every process
+        draws the same noise."""
+        args, weights = self.args, self.backend.live_weights()
+        num_parameters = sum(tensor.numel() for tensor in weights.values())
+        noise = make_noise_source(args.noise_type, table_size=args.noise_table_size, num_parameters=num_parameters)
+        self.backend.init_centre(noise, master_device=master_device_for(args.es_master_device, weights, noise))
+        first_seed = make_population(args.noise_seed, 0, args.population_size, args.estimator)[0].seed
+        check_same_noise_on_every_process(self.backend.centre, first_seed, gather_object)
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
@@ -1151,7 +1170,7 @@ class ESTrainer(Trainer):
             self.backend.load_centre(load_file(master_path, device="cpu"))
         else:
             # fp32 model: the model weights Trainer loaded are the exact centre.
-            self.backend.init_centre(self.backend.centre.noise)
+            self.backend.init_centre(self.backend.centre.noise, master_device=self.backend.centre.master_device)
         bad = [name for name, tensor in self.backend.centre.master.items() if not torch.isfinite(tensor).all()]
         if bad:
             raise ValueError(
