@@ -153,7 +153,9 @@ def test_disagreeing_processes_are_named():
     def gather(local):
         return [local[0], "0" * 32] if len(local[0]) == 32 else [local[0], "cuda:0 (another GPU)"]
 
-    with pytest.raises(RuntimeError, match=r"Processes \[1\] draw different ES noise.*another GPU.*noise_type='table'"):
+    with pytest.raises(
+        RuntimeError, match=r"Processes \[1\] draw different ES noise.*another GPU.*noise_type='table'"
+    ):
         check_same_noise_on_every_process(centre, 7, gather=gather)
 
 
