@@ -352,7 +352,7 @@ def _launch_train_es(tmp_path, model_dir: str, num_processes: int) -> tuple[dict
     return weights, [entry["reward"] for entry in history if "reward" in entry]
 
 
-def test_two_colocated_engines_end_at_the_same_centre_as_one(tmp_path):
+def test_two_colocated_engines_end_at_the_same_centre_as_one(tmp_path, model_dir):
     """`accelerate launch --num_processes 2 scripts/train_es.py --use_vllm`: two CPU engines (one per process, each
     bound to its own core) split the population and end with the same weights and rewards as one engine.
 
@@ -360,9 +360,8 @@ def test_two_colocated_engines_end_at_the_same_centre_as_one(tmp_path):
     """
     import hashlib
 
-    model = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the bundled conversion, offline
-    one_weights, one_rewards = _launch_train_es(tmp_path, model, 1)
-    two_weights, two_rewards = _launch_train_es(tmp_path, model, 2)
+    one_weights, one_rewards = _launch_train_es(tmp_path, model_dir, 1)
+    two_weights, two_rewards = _launch_train_es(tmp_path, model_dir, 2)
 
     def digest(weights: dict) -> str:
         return hashlib.sha256(b"".join(weights[name].numpy().tobytes() for name in sorted(weights))).hexdigest()
@@ -371,7 +370,5 @@ def test_two_colocated_engines_end_at_the_same_centre_as_one(tmp_path):
     assert digest(two_weights) == digest(one_weights)
     from safetensors.torch import load_file
 
-    from hf_es.models import resolve_model_name_or_path
-
-    initial = load_file(os.path.join(resolve_model_name_or_path(model), "model.safetensors"))
+    initial = load_file(os.path.join(model_dir, "model.safetensors"))
     assert any(not torch.equal(one_weights[name], initial[name].float()) for name in one_weights)  # ES moved
