@@ -122,12 +122,15 @@ class ESCentre:
                 if buffer is None or buffer.device != flat_master.device:
                     buffer = torch.empty(self.noise.chunk_size, dtype=torch.float32, device=flat_master.device)
                 streams = [self.noise.chunks(seed, name, flat_master.numel(), flat_master.device) for seed in seeds]
-                for chunk in zip(*streams):
-                    start, end = chunk[0][0], chunk[0][1]
+                # Pull one direction's chunk at a time: with Gaussian noise each chunk is freshly drawn, so holding
+                # all N at once would cost N chunks of extra memory.
+                for start, end, eps in streams[0]:
                     delta = buffer[: end - start]
-                    torch.mul(chunk[0][2], learning_rate * coefficients[0], out=delta)
-                    for (_, _, eps), coefficient in zip(chunk[1:], coefficients[1:]):
+                    torch.mul(eps, learning_rate * coefficients[0], out=delta)
+                    for stream, coefficient in zip(streams[1:], coefficients[1:]):
+                        eps = next(stream)[2]
                         delta.add_(eps, alpha=learning_rate * coefficient)
+                    del eps
                     flat_master[start:end] += delta
                     squared_norm += float(torch.linalg.vector_norm(delta)) ** 2
         self.restore_()
