@@ -55,7 +55,7 @@ def measure(
     batch_size: int,
     max_completion_length: int,
     dtype: str,
-    noise_table_size: int = 1 << 25,
+    noise_table_size: int | None = None,
 ) -> dict:
     """Runs one step of `mode` in this process and returns its peak memory and the model's weight bytes."""
     from hf_es.data import load_arithmetic
@@ -202,7 +202,12 @@ def main() -> None:
     parser.add_argument("--max_completion_length", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--noise_table_size", type=int, default=1 << 25, help="ES noise table (with --mode es).")
+    parser.add_argument(
+        "--noise_table_size",
+        type=int,
+        default=None,
+        help="ES noise table (with --mode es; default: sized to the model).",
+    )
     args = parser.parse_args()
     if args.mode:
         result = measure(

@@ -318,3 +318,57 @@ def test_trainer_with_vllm_matches_transformers_backend(tmp_path, tokenizer):
             assert torch.equal(param.detach(), trainer.backend.centre.master[name]), name
     finally:
         trainer.backend.close()
+
+
+def _launch_train_es(tmp_path, model_dir: str, num_processes: int) -> tuple[dict, list[float]]:
+    """Runs scripts/train_es.py with --use_vllm (one engine per process); returns the saved weights and rewards."""
+    import json
+    import subprocess
+    import sys
+
+    from safetensors.torch import load_file
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / f"procs{num_processes}"
+    launcher = [sys.executable, os.path.join(root, "scripts", "train_es.py")]
+    if num_processes > 1:
+        config = os.path.join(root, "accelerate_configs", "cpu.yaml")
+        launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config]
+        launcher += ["--num_processes", str(num_processes), os.path.join(root, "scripts", "train_es.py")]
+    args = ["--model_name_or_path", model_dir, "--dtype", "float32", "--dataset_name", "arithmetic"]
+    args += ["--num_train_samples", "8", "--dataset_test_split", "None", "--reward_funcs", "accuracy"]
+    args += ["--population_size", "4", "--sigma", "0.01", "--learning_rate", "0.001", "--max_steps", "2"]
+    args += ["--per_device_train_batch_size", "4", "--max_completion_length", "8", "--save_strategy", "steps"]
+    args += ["--save_steps", "2"]  # checkpoint-2/trainer_state.json holds the rewards
+    args += ["--report_to", "none", "--use_vllm", "--vllm_max_model_length", "256", "--seed", "0"]
+    args += ["--model_card_drift", "false", "--use_cpu", "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": root}
+    for name in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):  # the backend sets them per rank
+        env.pop(name, None)
+    proc = subprocess.run(launcher + args, env=env, capture_output=True, text=True, timeout=900, cwd=root)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    weights = load_file(str(out / "model.safetensors"))
+    history = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
+    return weights, [entry["reward"] for entry in history if "reward" in entry]
+
+
+def test_two_colocated_engines_end_at_the_same_centre_as_one(tmp_path, model_dir):
+    """`accelerate launch --num_processes 2 scripts/train_es.py --use_vllm`: two CPU engines (one per process, each
+    bound to its own core) split the population and end with the same weights and rewards as one engine.
+
+    SmolLM2 on single-digit multiplication (greedy accuracy ~0.5), so that members' rewards differ and ES moves.
+    """
+    import hashlib
+
+    one_weights, one_rewards = _launch_train_es(tmp_path, model_dir, 1)
+    two_weights, two_rewards = _launch_train_es(tmp_path, model_dir, 2)
+
+    def digest(weights: dict) -> str:
+        return hashlib.sha256(b"".join(weights[name].numpy().tobytes() for name in sorted(weights))).hexdigest()
+
+    assert len(one_rewards) == 2 and two_rewards == one_rewards
+    assert digest(two_weights) == digest(one_weights)
+    from safetensors.torch import load_file
+
+    initial = load_file(os.path.join(model_dir, "model.safetensors"))
+    assert any(not torch.equal(one_weights[name], initial[name].float()) for name in one_weights)  # ES moved

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
 from .noise import NoiseSource
 
-__all__ = ["ESCentre"]
+__all__ = ["ESCentre", "check_same_noise_on_every_process", "find_disagreeing_processes", "noise_digest"]
+
+# Enough elements to cover full chunks and partial ones (different kernel launch shapes) of several tensors.
+DIGEST_ELEMENTS = 1 << 22
 
 
 class ESCentre:
@@ -50,6 +54,11 @@ class ESCentre:
             noise.prepare(device)
 
     @property
+    def master_device(self) -> torch.device:
+        """Device of the fp32 master (and of the noise it is perturbed with)."""
+        return next(iter(self.master.values())).device
+
+    @property
     def num_parameters(self) -> int:
         """Number of evolved scalars."""
         return sum(t.numel() for t in self.master.values())
@@ -62,18 +71,25 @@ class ESCentre:
             seed: Seed of the direction.
             scale: `sign * sigma`.
         """
+        # One code path for every placement: the member is computed in fp32 where the master lives, then cast into
+        # the live tensor, so a master on the host and one next to the weights give bit-identical members.
         for name, live in self.parameters.items():
             self._perturb_tensor_(name, live, seed, scale)
 
     def _perturb_tensor_(self, name: str, live: torch.Tensor, seed: int, scale: float) -> None:
         """Writes one tensor of `master + scale * eps(seed)`; subclasses change the direction (see `low_rank`)."""
         flat_live, flat_master = live.view(-1), self.master[name].view(-1)
-        same_device = flat_master.device == flat_live.device
+        scratch = self._scratch(flat_master.device)
         for start, end, eps in self.noise.chunks(seed, name, flat_live.numel(), flat_master.device):
-            if same_device:
-                torch.add(flat_master[start:end], eps, alpha=scale, out=flat_live[start:end])
-            else:
-                flat_live[start:end].copy_(torch.add(flat_master[start:end], eps, alpha=scale))
+            member = torch.add(flat_master[start:end], eps, alpha=scale, out=scratch[: end - start])
+            flat_live[start:end].copy_(member)
+
+    def _scratch(self, device: torch.device) -> torch.Tensor:
+        """One fp32 chunk-sized buffer per device, reused by every perturbation."""
+        buffers = self.__dict__.setdefault("_scratch_buffers", {})
+        if device not in buffers:
+            buffers[device] = torch.empty(self.noise.chunk_size, dtype=torch.float32, device=device)
+        return buffers[device]
 
     @torch.no_grad()
     def restore_(self) -> None:
@@ -127,12 +143,15 @@ class ESCentre:
         )
         squared_norm = 0.0
         streams = [self.noise.chunks(seed, name, flat_master.numel(), flat_master.device) for seed in seeds]
-        for chunk in zip(*streams):
-            start, end = chunk[0][0], chunk[0][1]
+        # Pull one direction's chunk at a time: with Gaussian noise each chunk is freshly drawn, so holding all N at
+        # once would cost N chunks of extra memory.
+        for start, end, eps in streams[0]:
             delta = buffer[: end - start]
-            torch.mul(chunk[0][2], steps[0], out=delta)
-            for (_, _, eps), step in zip(chunk[1:], steps[1:]):
+            torch.mul(eps, steps[0], out=delta)
+            for stream, step in zip(streams[1:], steps[1:]):
+                eps = next(stream)[2]
                 delta.add_(eps, alpha=step)
+            del eps
             flat_master[start:end] += delta
             squared_norm += float(torch.linalg.vector_norm(delta)) ** 2
         return squared_norm
@@ -158,3 +177,82 @@ class ESCentre:
         for name, master in self.master.items():
             master.copy_(state_dict[name])
         self.restore_()
+
+
+@torch.no_grad()
+def noise_digest(centre: ESCentre, seed: int, max_elements: int = DIGEST_ELEMENTS) -> str:
+    """Hashes the first `max_elements` noise values of direction `seed`, as drawn on the master's device.
+
+    Two processes that would apply different noise for the same seed (e.g. `torch.randn` on CUDA GPUs of different
+    models, whose launch grid follows the SM count) get different digests. Each tensor contributes its first chunk
+    (so tensors shorter than a chunk, drawn with other launch shapes, are covered too) until `max_elements` is reached.
+
+    Args:
+        centre: The centre whose noise source and master device to use.
+        seed: The direction, e.g. the first member's seed.
+        max_elements: How many noise values to hash (the bits of each float32 value).
+
+    Returns:
+        A hex digest.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    remaining = max_elements
+    for name, master in centre.master.items():
+        if remaining <= 0:
+            break
+        _, end, eps = next(iter(centre.noise.chunks(seed, name, master.numel(), master.device)))
+        values = eps[: min(end, remaining)].cpu().contiguous()
+        digest.update(name.encode("utf-8"))
+        digest.update(values.view(torch.int32).numpy().tobytes())
+        remaining -= values.numel()
+    return digest.hexdigest()
+
+
+def find_disagreeing_processes(digests: Sequence[str]) -> list[int]:
+    """Indices of the processes whose digest differs from process 0's (empty when all agree).
+
+    Args:
+        digests: One digest per process, in process order.
+
+    Returns:
+        The disagreeing process indices.
+    """
+    return [rank for rank, digest in enumerate(digests) if digest != digests[0]]
+
+
+def check_same_noise_on_every_process(
+    centre: ESCentre, seed: int, gather: Callable[[list[str]], list[str]], devices: Sequence[str] | None = None
+) -> None:
+    """Stops the run when processes would draw different noise for the same seed (and so drift apart silently).
+
+    Every process applies every update itself, so all must regenerate bit-identical noise. The noise table is
+    immune (drawn on the host from a fixed seed by torch's CPU generator, then copied); `GaussianNoise` is not: on
+    CUDA its values depend on the GPU model, and on the host on which vectorised kernel torch picks for the CPU.
+
+    Args:
+        centre: This process's centre.
+        seed: The direction to compare (e.g. the first member's seed).
+        gather: All-gathers a list of objects from every process (e.g. `accelerate.utils.gather_object`).
+        devices: Optional description of each process's device, for the error message (gathered the same way
+            when `None`).
+
+    Raises:
+        RuntimeError: Naming the processes whose noise differs from process 0's.
+    """
+    digests = gather([noise_digest(centre, seed)])
+    bad = find_disagreeing_processes(digests)
+    if not bad:
+        return
+    where = devices if devices is not None else gather([_device_name(centre.master_device)])
+    raise RuntimeError(
+        f"Processes {bad} draw different ES noise than process 0 for the same seed (devices: "
+        f"{dict(enumerate(where))}), so they would apply different updates and their centres would drift apart. "
+        "torch.randn on CUDA depends on the GPU model: use noise_type='table' (drawn on the host, identical "
+        "everywhere), or run every process on the same GPU model."
+    )
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)

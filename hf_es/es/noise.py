@@ -4,10 +4,12 @@ Noise is never stored: every direction is regenerated on demand from a 64-bit se
 parameter it applies to. Two implementations share one interface, [`NoiseSource.chunks`]:
 
 - [`GaussianNoise`]: exact i.i.d. N(0, 1), drawn with `torch.randn` from a generator seeded per (seed, name, chunk).
-  Cheap on CUDA; on a small CPU it costs ~1-2 s for a 135M-parameter model.
-- [`NoiseTable`]: the shared noise table of Salimans et al. (2017). One table of i.i.d. N(0, 1) values is drawn once
-  per process from a fixed seed; a direction is a set of slices of that table at offsets derived from
-  (seed, name, chunk). Perturbing is then a memory-bound `add`, with no random number generation in the step.
+  Cheap on CUDA; on a small CPU it costs ~1-2 s for a 135M-parameter model. CUDA's `randn` output depends on the GPU
+  model (its launch grid follows the SM count), so processes on different GPU models draw different noise.
+- [`NoiseTable`]: the shared noise table of Salimans et al. (2017). One table of N(0, 1) values is drawn once
+  per process on the host from a fixed seed (identical on every machine), standardised, and copied once to each
+  device; a direction is a set of slices of that table at offsets derived from (seed, name, chunk). Perturbing is
+  then a memory-bound `add`, with no random number generation in the step.
 
 Both split a tensor into chunks of at most `chunk_size` elements, so memory stays bounded for any model size, and
 give each chunk its own stream, so noise is independent across tensors and members.
@@ -16,16 +18,46 @@ give each chunk its own stream, so noise is independent across tensors and membe
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import torch
 
-__all__ = ["GaussianNoise", "NoiseSource", "NoiseTable", "make_noise_source", "stable_seed"]
+__all__ = [
+    "GaussianNoise",
+    "NoiseSource",
+    "NoiseTable",
+    "make_noise_source",
+    "stable_seed",
+    "table_size_for_model",
+]
 
 DEFAULT_CHUNK_SIZE = 1 << 20
 DEFAULT_TABLE_SIZE = 1 << 25
+# Auto-sized tables hold about 1/16 of the model's parameter count (1/16 of the fp32 master's bytes), within
+# [MIN_TABLE_SIZE, DEFAULT_TABLE_SIZE]. The floor keeps 4 chunks per table, so slices at different offsets rarely
+# coincide and the noise statistics (mean, variance, correlation between tensors and members) hold as tested.
+MIN_TABLE_SIZE = 1 << 22
+TABLE_FRACTION_OF_PARAMETERS = 16
+
+
+def table_size_for_model(num_parameters: int) -> int:
+    """The noise-table size for a model: a power of two near 1/16 of its parameter count, in [2**22, 2**25].
+
+    A fixed 2**25 table (128 MiB) costs 24% of a 135M-parameter model's fp32 master, enough to break "ES peak memory
+    <= inference peak + one copy of the weights"; sized this way it costs at most ~1/16 of the master (plus the
+    16 MiB floor for models under ~67M parameters).
+
+    Args:
+        num_parameters: Number of evolved scalars.
+
+    Returns:
+        Number of float32 values for [`NoiseTable`].
+    """
+    target = max(1, num_parameters // TABLE_FRACTION_OF_PARAMETERS)
+    return min(DEFAULT_TABLE_SIZE, max(MIN_TABLE_SIZE, 1 << (target.bit_length() - 1)))
 
 
 def stable_seed(*parts: int | str) -> int:
@@ -124,20 +156,26 @@ class GaussianNoise(NoiseSource):
         return torch.randn(length, generator=generator, device=device, dtype=torch.float32)
 
 
-_TABLES: dict[tuple[int, int, str], torch.Tensor] = {}
+_TABLES: dict[tuple[int, int, int, str], torch.Tensor] = {}
 
 
 class NoiseTable(NoiseSource):
     """Salimans et al.'s shared noise table: directions are slices of one fixed table of N(0, 1) values.
 
-    The table is drawn on CPU from `table_seed` (so every process and machine holds the same values), cached per
-    process, and moved once to each device that asks for it. Each chunk of each tensor reads a slice at an offset
-    uniformly derived from (member seed, name, chunk): marginals are exactly N(0, 1) and slices at different
+    The table is drawn on CPU from `table_seed` (so every process and machine holds the same values, whatever its
+    accelerator), standardised to zero mean and unit variance over the whole table, cached per process, and copied
+    once to each device that asks for it. Each chunk of each tensor reads a slice at an offset uniformly derived from
+    (member seed, name, chunk); the table is read circularly (its first `chunk_size` values are repeated after its
+    end), so every table value is equally likely at every coordinate. Together these make the noise unbiased:
+    every member reads the same table, so a non-zero table mean (-1.6e-4 for a raw 2**25 draw) or under-sampled
+    table ends would be a bias shared by all directions, which z-score and rank shaping cancel but
+    `estimator="antithetic"` with `fitness_shaping="none"` turns into drift along the all-equal direction
+    (sum(eps) / sqrt(D) ~ -1.6e-4 * sqrt(D), about -7 at D = 2e9). Marginals are N(0, 1) and slices at different
     offsets are uncorrelated, but a table smaller than the model means coordinates can share values, so this is an
     approximation of i.i.d. noise that trades exactness for speed. Use [`GaussianNoise`] when that matters.
 
     Args:
-        size: Number of float32 values in the table (memory: 4 * size bytes per device).
+        size: Number of float32 values in the table (memory: 4 * (size + chunk_size) bytes per device).
         table_seed: Seed of the table itself.
         chunk_size: Largest slice length; must be smaller than `size`.
     """
@@ -153,14 +191,18 @@ class NoiseTable(NoiseSource):
         self.table_seed = table_seed
 
     def table(self, device: torch.device | str = "cpu") -> torch.Tensor:
-        """Returns the table on `device`, drawing it on first use."""
+        """Returns the (circularly padded) table on `device`, drawing it on the host and copying it on first use."""
         device = torch.device(device)
-        key = (self.size, self.table_seed, str(device))
+        key = (self.size, self.table_seed, self.chunk_size, str(device))
         if key not in _TABLES:
-            cpu_key = (self.size, self.table_seed, "cpu")
+            cpu_key = (self.size, self.table_seed, self.chunk_size, "cpu")
             if cpu_key not in _TABLES:
                 generator = torch.Generator().manual_seed(self.table_seed)
-                _TABLES[cpu_key] = torch.randn(self.size, generator=generator, dtype=torch.float32)
+                padded = torch.empty(self.size + self.chunk_size, dtype=torch.float32)
+                _standardised_(torch.randn(self.size, generator=generator, out=padded[: self.size]))
+                # Circular padding: a slice starting anywhere in [0, size) is contiguous, no wrap-around copy.
+                padded[self.size :] = padded[: self.chunk_size]
+                _TABLES[cpu_key] = padded
             _TABLES[key] = _TABLES[cpu_key].to(device)
         return _TABLES[key]
 
@@ -168,24 +210,43 @@ class NoiseTable(NoiseSource):
         self.table(device)
 
     def _chunk(self, chunk_seed: int, length: int, device: torch.device) -> torch.Tensor:
-        offset = chunk_seed % (self.size - length + 1)
+        offset = chunk_seed % self.size
         return self.table(device)[offset : offset + length]
 
 
+def _standardised_(values: torch.Tensor) -> torch.Tensor:
+    """Shifts and scales `values` in place to zero mean and unit (population) variance (moments in float64)."""
+    mean = float(values.sum(dtype=torch.float64)) / values.numel()
+    values.sub_(mean)
+    std = math.sqrt(float(values.square().sum(dtype=torch.float64)) / values.numel())
+    return values.div_(std)
+
+
 def make_noise_source(
-    noise_type: str, table_size: int = DEFAULT_TABLE_SIZE, chunk_size: int = DEFAULT_CHUNK_SIZE
+    noise_type: str,
+    table_size: int | None = DEFAULT_TABLE_SIZE,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    num_parameters: int | None = None,
 ) -> NoiseSource:
     """Builds the noise source named by `ESConfig.noise_type`.
 
     Args:
         noise_type: `"table"` or `"gaussian"`.
-        table_size: Size of the noise table (only for `"table"`).
+        table_size: Size of the noise table (only for `"table"`); `None` sizes it to the model with
+            [`table_size_for_model`].
         chunk_size: Largest number of elements produced at once.
+        num_parameters: Number of evolved scalars (needed when `table_size` is `None`).
 
     Returns:
         The [`NoiseSource`].
     """
     if noise_type == "table":
+        if table_size is None:
+            if num_parameters is None:
+                raise ValueError(
+                    "make_noise_source(table_size=None) sizes the table to the model: pass num_parameters."
+                )
+            table_size = table_size_for_model(num_parameters)
         return NoiseTable(size=table_size, chunk_size=chunk_size)
     if noise_type == "gaussian":
         return GaussianNoise(chunk_size=chunk_size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
@@ -11,7 +12,39 @@ from ..es import LowRankCentre, Member, stable_seed
 from .base import GenerationBackend, GenerationResult, SamplingConfig
 from .low_rank import LowRankMemberHooks, PerRowSampler
 
-__all__ = ["TransformersGenerationBackend"]
+__all__ = ["TransformersGenerationBackend", "refuse_quantized_weights"]
+
+PLAIN_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+
+
+def refuse_quantized_weights(parameters: dict[str, torch.Tensor], quantization_config: Any = None) -> None:
+    """Stops before any perturbation when a model is quantized (fp8, AWQ, GPTQ, bitsandbytes, torchao, ...).
+
+    ES adds Gaussian noise to plain floating-point weights; packed integers, fp8 values with scales or tensor
+    subclasses would neither move as the method assumes nor restore exactly.
+
+    Args:
+        parameters: Parameters by name (e.g. `dict(model.named_parameters())`).
+        quantization_config: The model config's `quantization_config`, if any.
+
+    Raises:
+        ValueError: Naming the first parameter that is not a plain bf16/fp16/fp32 tensor, or the quantization method.
+    """
+    for name, param in parameters.items():
+        data = param.data if isinstance(param, torch.nn.Parameter) else param
+        if data.dtype not in PLAIN_DTYPES or type(data) is not torch.Tensor:
+            raise ValueError(
+                f"Layer {name!r} holds quantized weights ({type(param).__name__}, dtype {data.dtype}); ES perturbs "
+                "plain floating-point weights only. Load an unquantized (bf16/fp16/fp32) checkpoint."
+            )
+    if quantization_config is not None:
+        method = getattr(quantization_config, "quant_method", None)
+        if method is None and isinstance(quantization_config, dict):
+            method = quantization_config.get("quant_method")
+        raise ValueError(
+            f"The model is quantized (quantization_config with quant_method={method!r}); ES perturbs plain "
+            "floating-point weights only. Load an unquantized (bf16/fp16/fp32) checkpoint."
+        )
 
 
 class TransformersGenerationBackend(GenerationBackend):
@@ -24,6 +57,7 @@ class TransformersGenerationBackend(GenerationBackend):
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int | None = None):
+        refuse_quantized_weights(dict(model.named_parameters()), getattr(model.config, "quantization_config", None))
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size

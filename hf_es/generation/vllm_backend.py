@@ -17,8 +17,12 @@ Three things make in-place perturbation safe inside vLLM:
 - **Prefix caching.** KV blocks computed under one member's weights must never be served to another member, so the
   prefix cache is reset after every weight change (perturb, restore, update). Within a member, the
   `num_generations` completions of a prompt still share its prompt blocks.
-- **Exact restore.** The float32 master lives on the host by default (the engine holds the only full copy of the
-  weights on the accelerator); restoring copies it back, so the centre is exact in any engine dtype.
+- **Exact restore.** Restoring copies the float32 master back, so the centre is exact in any engine dtype. The
+  trainer places the master and the noise with `ESConfig.es_master_device` ([`hf_es.es.master_device_for`]): next to
+  the engine's weights when they fit beside vLLM's `gpu_memory_utilization` share, so perturbations are device
+  kernels, else on the host.
+
+Quantized engines (fp8, AWQ, GPTQ, bitsandbytes) are refused before any perturbation ([`refuse_quantized_engine`]).
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..es import ESCentre, NoiseSource, stable_seed
 from .base import GenerationBackend, GenerationResult, SamplingConfig
+from .transformers_backend import refuse_quantized_weights
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
 
-__all__ = ["VLLMGenerationBackend", "hf_named_views", "keep_live_cpu_weights"]
+__all__ = ["VLLMGenerationBackend", "hf_named_views", "keep_live_cpu_weights", "refuse_quantized_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,15 +126,45 @@ def hf_named_views(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _engine_model(llm: LLM) -> torch.nn.Module:
-    """The model inside an in-process vLLM engine."""
+    """The model inside an in-process vLLM engine (unwrapped from any CUDA-graph wrapper by `get_model()`)."""
     try:
-        return llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+        model_runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
     except AttributeError as error:
         raise RuntimeError(
             "The vLLM engine does not run in this process, so its weights cannot be perturbed in place. Set "
             "VLLM_ENABLE_V1_MULTIPROCESSING=0 before creating the engine (VLLMGenerationBackend does this unless the "
             "variable is already set to 1)."
         ) from error
+    return model_runner.get_model()
+
+
+def refuse_quantized_engine(model: torch.nn.Module, quantization: str | None = None) -> None:
+    """Stops before any perturbation when a vLLM model holds quantized weights (fp8, AWQ, GPTQ, bitsandbytes, ...).
+
+    Quantized layers keep packed integers or low-precision values plus scales, so adding Gaussian noise to them
+    would not move the weights the way ES assumes (and cannot be restored exactly).
+
+    Args:
+        model: The model inside the engine.
+        quantization: The engine's `model_config.quantization`, if any.
+
+    Raises:
+        ValueError: Naming the first quantized layer (or the engine's quantization method).
+    """
+    for name, module in model.named_modules():
+        method = getattr(module, "quant_method", None)
+        if method is not None and not type(method).__name__.startswith("Unquantized"):
+            raise ValueError(
+                f"Layer {name!r} of the vLLM engine is quantized ({type(method).__name__}"
+                f"{f', quantization={quantization!r}' if quantization else ''}); ES perturbs plain floating-point "
+                "weights only. Load an unquantized (bf16/fp16/fp32) checkpoint."
+            )
+    refuse_quantized_weights(dict(model.named_parameters()))
+    if quantization:
+        raise ValueError(
+            f"The vLLM engine runs with quantization={quantization!r}; ES perturbs plain floating-point weights only. "
+            "Load an unquantized (bf16/fp16/fp32) checkpoint."
+        )
 
 
 class VLLMGenerationBackend(GenerationBackend):
@@ -154,8 +189,9 @@ class VLLMGenerationBackend(GenerationBackend):
         initial_weights: HF-named tensors copied into the engine after it loads (e.g. the trainer's model), so the
             engine starts from exactly these weights whatever is on disk.
         eos_token_ids: Token ids that end a completion (default: the tokenizer's EOS).
-        master_device: Device of the float32 ES master (`"cpu"`: the engine is the only full copy on the
-            accelerator; `None`: next to the engine weights, faster perturbations on a GPU).
+        master_device: Default device of the float32 ES master when `init_centre` is given none (`"cpu"`: the
+            engine is the only full copy on the accelerator; `None`: next to the engine weights, faster
+            perturbations on a GPU). The trainer always passes the device chosen by `es_master_device`.
         mirror_model: An HF model kept equal to the ES centre after every update (its float32 parameters are made to
             share storage with the master when it is on `master_device`), so saving it saves the centre.
         llm_kwargs: Extra keyword arguments for `vllm.LLM`.
@@ -222,7 +258,9 @@ class VLLMGenerationBackend(GenerationBackend):
         kwargs.update(llm_kwargs or {})
         with keep_live_cpu_weights():
             self.llm: LLM = LLM(**kwargs)
-        self._views = hf_named_views(_engine_model(self.llm))
+        engine_model = _engine_model(self.llm)
+        refuse_quantized_engine(engine_model, self.llm.llm_engine.model_config.quantization)
+        self._views = hf_named_views(engine_model)
         if initial_weights is not None:
             self.load_weights(initial_weights)
 
@@ -244,6 +282,7 @@ class VLLMGenerationBackend(GenerationBackend):
             The backend.
         """
         args, model, accelerator = trainer.args, trainer.model, trainer.accelerator
+        refuse_quantized_weights(dict(model.named_parameters()), getattr(model.config, "quantization_config", None))
         tokenizer = trainer.processing_class
         world, rank = accelerator.num_processes, accelerator.process_index
         tp = args.vllm_tensor_parallel_size

@@ -80,10 +80,13 @@ class ESConfig(TrainingArguments):
         noise_seed (`int`, *optional*, defaults to `0`):
             Seed of all noise directions; with the step and member index it regenerates every perturbation.
         noise_type (`str`, *optional*, defaults to `"table"`):
-            `"table"`: slices of a shared table of Gaussian values (Salimans et al. 2017), fast on any device.
-            `"gaussian"`: exact i.i.d. `torch.randn` per chunk, fast on CUDA, slow on CPU.
-        noise_table_size (`int`, *optional*, defaults to `2**25`):
-            Number of float32 values in the noise table (128 MiB per device at the default).
+            `"table"`: slices of a shared, standardised table of Gaussian values (Salimans et al. 2017), drawn on the
+            host and copied once to the master's device: fast on any device, identical on every process.
+            `"gaussian"`: exact i.i.d. `torch.randn` per chunk on the master's device: fast when the master is on a
+            GPU (see `es_master_device`), slow on the host; its values depend on the GPU model.
+        noise_table_size (`int`, *optional*):
+            Number of float32 values in the noise table. `None` sizes it to the model: a power of two near 1/16 of
+            the parameter count, between `2**22` (16 MiB) and `2**25` (128 MiB).
         reward_failure (`str`, *optional*, defaults to `"error"`):
             What to do when a reward function raises, returns the wrong length, or a non-finite value:
             `"error"` stops with the function and sample named; `"skip_member"` leaves that member out of the update
@@ -119,7 +122,8 @@ class ESConfig(TrainingArguments):
         use_vllm (`bool`, *optional*, defaults to `False`), vllm_mode (`str`, *optional*, defaults to `"colocate"`),
         vllm_gpu_memory_utilization (`float`, *optional*, defaults to `0.3`),
         vllm_tensor_parallel_size (`int`, *optional*, defaults to `1`), vllm_max_model_length (`int`, *optional*),
-        vllm_enable_sleep_mode (`bool`, *optional*, defaults to `False`).
+        vllm_enable_sleep_mode (`bool`, *optional*, defaults to `False`; `True` is rejected: the engine generates in
+        every phase of an ES run, so sleeping would free nothing anything else uses).
 
         > Rewards, logging and model
 
@@ -156,6 +160,15 @@ class ESConfig(TrainingArguments):
             With a PEFT adapter, also write the adapter merged into the base weights (a full model loadable without
             `peft`) to `<output_dir>/merged` at every save; the adapter itself is always saved.
 
+        > Accelerator placement
+
+        es_master_device (`str`, *optional*, defaults to `"auto"`):
+            Where the fp32 master copy and the noise live, for both backends. `"auto"`: on the device of the live
+            weights (the GPU) when 4 bytes per parameter + the noise table fit in its free memory (after vLLM's
+            `vllm_gpu_memory_utilization` share, keeping 10% of the device for generation), else on the host with a
+            logged reason; `"accelerator"`: on the live weights' device regardless; `"cpu"`: on the host (saves
+            device memory; every perturbation is then host arithmetic plus a copy, much slower).
+
     > [!NOTE]
     > Defaults that differ from `TrainingArguments`: `learning_rate=2.5e-4`, `lr_scheduler_type="constant"`,
     > `logging_steps=1`, `per_device_train_batch_size=64` (prompts per step, the same on every process: members
@@ -179,7 +192,9 @@ class ESConfig(TrainingArguments):
     estimator: str = field(default="one_point", metadata={"help": "'one_point' or 'antithetic'."})
     noise_seed: int = field(default=0, metadata={"help": "Seed of the noise directions."})
     noise_type: str = field(default="table", metadata={"help": "'table' (shared noise table) or 'gaussian'."})
-    noise_table_size: int = field(default=1 << 25, metadata={"help": "Values in the shared noise table."})
+    noise_table_size: int | None = field(
+        default=None, metadata={"help": "Values in the shared noise table (None: sized to the model)."}
+    )
     reward_failure: str = field(
         default="error", metadata={"help": "On a failing reward function: 'error', 'skip_member' or 'zero'."}
     )
@@ -225,7 +240,7 @@ class ESConfig(TrainingArguments):
     vllm_gpu_memory_utilization: float = field(default=0.3, metadata={"help": "GPU memory fraction for vLLM."})
     vllm_tensor_parallel_size: int = field(default=1, metadata={"help": "Tensor parallel size of each engine."})
     vllm_max_model_length: int | None = field(default=None, metadata={"help": "Context window for vLLM."})
-    vllm_enable_sleep_mode: bool = field(default=False, metadata={"help": "Sleep the engine between steps."})
+    vllm_enable_sleep_mode: bool = field(default=False, metadata={"help": "Not supported by ES (must be False)."})
 
     # Rewards and logging
     reward_weights: list[float] | None = field(default=None, metadata={"help": "Weight of each reward function."})
@@ -277,6 +292,15 @@ class ESConfig(TrainingArguments):
         metadata={"help": "With 'low_rank': 'full' noise for non-matrix parameters (norms, biases) or 'none'."},
     )
 
+    # accelerator placement (issue 12)
+    es_master_device: str = field(
+        default="auto",
+        metadata={
+            "help": "Where the fp32 master and noise live: 'auto' (the weights' device if it fits), "
+            "'accelerator' or 'cpu'."
+        },
+    )
+
     def __post_init__(self):
         for name in ("model_init_kwargs", "generation_kwargs", "chat_template_kwargs"):
             value = getattr(self, name)
@@ -285,6 +309,7 @@ class ESConfig(TrainingArguments):
         super().__post_init__()
         self._validate_es_fields()
         self._validate_perturbation_fields()
+        self._validate_placement_fields()
 
     def _validate_perturbation_fields(self) -> None:
         if self.perturbation not in ("full", "low_rank"):
@@ -364,6 +389,23 @@ class ESConfig(TrainingArguments):
             "gradient_accumulation_steps has no meaning in ES (no gradients); leave it at 1 and raise "
             "per_device_train_batch_size to put more prompts in a step.",
         )
+
+    def _validate_placement_fields(self) -> None:
+        if self.es_master_device not in ("auto", "accelerator", "cpu"):
+            raise ValueError(
+                f"es_master_device must be 'auto', 'accelerator' or 'cpu', got {self.es_master_device!r}."
+            )
+        if self.noise_table_size is not None and self.noise_table_size <= 1 << 20:
+            raise ValueError(
+                f"noise_table_size must be None (sized to the model) or larger than the noise chunk (2**20 values), "
+                f"got {self.noise_table_size}."
+            )
+        if self.vllm_enable_sleep_mode:
+            raise ValueError(
+                "vllm_enable_sleep_mode is not supported by ES: every step and every evaluation generates with the "
+                "engine, whose weights ES moves in place, so there is no phase in which sleeping would free memory "
+                "that anything else uses (checkpoints are written from the host copy). Leave it False."
+            )
 
     @classmethod
     def from_grpo_config(cls, grpo_config: Any, **overrides: Any) -> ESConfig:

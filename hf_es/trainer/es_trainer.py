@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 import torch
-from accelerate.utils import is_peft_model
+from accelerate.utils import gather_object, is_peft_model
 from datasets import Dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
@@ -26,7 +26,15 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed
 from transformers.utils import logging
 
-from ..es import estimate_update, get_fitness_shaping, make_noise_source, make_population, stable_seed
+from ..es import (
+    check_same_noise_on_every_process,
+    estimate_update,
+    get_fitness_shaping,
+    make_noise_source,
+    make_population,
+    master_device_for,
+    stable_seed,
+)
 from ..evaluation import evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
 from ..models import resolve_model_name_or_path
@@ -176,17 +184,31 @@ class ESTrainer(Trainer):
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)
         self.backend = generation_backend or self._default_backend()
-        self._init_centre(make_noise_source(args.noise_type, table_size=args.noise_table_size))
+        self._init_centre_on_device()
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._last_samples: dict[str, list] = {}
         self._total_generated_tokens = 0
 
-    def _init_centre(self, noise: Any) -> None:
+    def _init_centre_on_device(self) -> None:
+        """Sizes the noise to the model, places the fp32 master (`es_master_device`) and checks that every process
+        draws the same noise."""
+        args, weights = self.args, self.backend.live_weights()
+        num_parameters = sum(tensor.numel() for tensor in weights.values())
+        noise = make_noise_source(args.noise_type, table_size=args.noise_table_size, num_parameters=num_parameters)
+        self._init_centre(noise, master_device_for(args.es_master_device, weights, noise))
+        first_seed = make_population(args.noise_seed, 0, args.population_size, args.estimator)[0].seed
+        check_same_noise_on_every_process(self.backend.centre, first_seed, gather_object)
+
+    def _init_centre(self, noise: Any, master_device: Any = None) -> None:
         """Snapshots the live weights as the ES centre: full-rank noise (the paper) or low-rank directions."""
+        if master_device is None and self.backend.centre is not None:
+            master_device = self.backend.centre.master_device  # re-snapshot on resume: keep the placement
         if self.args.perturbation == "low_rank":
-            self.backend.init_low_rank_centre(noise, self.args.perturbation_rank, self.args.low_rank_non_matrix_noise)
+            self.backend.init_low_rank_centre(
+                noise, self.args.perturbation_rank, self.args.low_rank_non_matrix_noise, master_device=master_device
+            )
         else:
-            self.backend.init_centre(noise)
+            self.backend.init_centre(noise, master_device=master_device)
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
