@@ -571,6 +571,19 @@ def test_grpo_only_fields_are_rejected_by_name(tmp_path, grpo_field):
         make_training_args(tmp_path, **grpo_field)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=TypeError,
+    reason="GRPOConfig fields missing from GRPO_ONLY_FIELDS (e.g. multi_objective_aggregation, num_generations_eval, "
+    "pad_to_multiple_of, disable_dropout, vllm_server_*) fail with dataclass's bare 'unexpected keyword argument' "
+    "instead of ESConfig's by-name explanation.",
+)
+def test_other_grpo_fields_are_rejected_by_name(tmp_path):
+    # TRL's test_reward_metric_reflects_reward_weights sets `multi_objective_aggregation`.
+    with pytest.raises(ValueError, match="multi_objective_aggregation"):
+        make_training_args(tmp_path, multi_objective_aggregation="normalize_then_sum")
+
+
 def test_trl_quick_start(tmp_path, tiny_model_id, monkeypatch):
     # TRL's quick start (docs: "GRPO Trainer > Quick start") with GRPOTrainer -> ESTrainer: DeepMath-103K (not
     # available offline) is replaced by in-memory rows of the same shape (conversational `prompt`, `solution`), Qwen2.5
