@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 import threading
@@ -23,6 +24,7 @@ def call_with_timeout(func: Callable[..., Any], timeout: float | None, kwargs: d
     In the main thread a `SIGALRM` timer interrupts the call (an outer timer is re-armed afterwards); elsewhere the call
     runs in a daemon thread that is abandoned when it misses the deadline.
     """
+    func = _awaiting(func)
     if not timeout:
         return func(**kwargs)
     from ..rewards._timeout import SampleTimeout, call_with_deadline, signal_timer_available
@@ -48,6 +50,17 @@ def call_with_timeout(func: Callable[..., Any], timeout: float | None, kwargs: d
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+def _awaiting(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func`, run to completion when it is a coroutine function (TRL accepts `async def` reward functions)."""
+    if not inspect.iscoroutinefunction(func):
+        return func
+
+    def run(**kwargs: Any) -> Any:
+        return asyncio.run(func(**kwargs))  # in the caller's (or the deadline's) thread, which has no running loop
+
+    return run
 
 
 def code_constants(func: Any) -> set[str]:

@@ -101,8 +101,10 @@ class StepRecord:
             metrics["population/reward_min"] = float(rewards.min())
             for j, name in enumerate(reward_func_names):
                 column = torch.tensor([m.reward_per_function[j] for m in valid], dtype=torch.float64)
-                if torch.isfinite(column).any():
-                    metrics[f"rewards/{name}/mean"] = float(column.nanmean())
+                finite = column[torch.isfinite(column)]
+                if finite.numel():  # std across members, as TRL's is across completions
+                    metrics[f"rewards/{name}/mean"] = float(finite.mean())
+                    metrics[f"rewards/{name}/std"] = float(finite.std(correction=0))
         count = len(self.members)
         metrics["population/skipped_members"] = float(count - len(valid))
         metrics["completions/mean_length"] = sum(m.mean_length for m in self.members) / count
