@@ -37,15 +37,31 @@ GRPO_ONLY_FIELDS: dict[str, str] = {
 }
 
 
+@functools.cache
+def _other_grpo_fields() -> frozenset[str]:
+    """Fields of the installed TRL's `GRPOConfig` that ESConfig neither has nor explains in `GRPO_ONLY_FIELDS`: TRL
+    adds such fields often, and each must still be refused by name rather than with dataclass's bare TypeError."""
+    try:
+        from trl import GRPOConfig
+    except ImportError:  # pragma: no cover - trl is a dependency
+        return frozenset()
+    own = {f.name for f in dataclasses.fields(ESConfig)}
+    return frozenset(f.name for f in dataclasses.fields(GRPOConfig)) - own - set(GRPO_ONLY_FIELDS)
+
+
 def check_no_grpo_only_fields(names: Iterable[str]) -> None:
     """Raises a `ValueError` naming every GRPO-only field among `names`, with what to do instead.
 
     Args:
         names: Field names given by the user (keyword arguments, YAML keys or CLI flags).
     """
-    rejected = [name for name in names if name in GRPO_ONLY_FIELDS]
+    other_grpo_fields = _other_grpo_fields()
+    rejected = [name for name in names if name in GRPO_ONLY_FIELDS or name in other_grpo_fields]
     if rejected:
-        details = "; ".join(f"`{name}`: {GRPO_ONLY_FIELDS[name]}" for name in rejected)
+        details = "; ".join(
+            f"`{name}`: {GRPO_ONLY_FIELDS.get(name, 'a GRPO setting with no counterpart in ES; remove it')}"
+            for name in rejected
+        )
         raise ValueError(
             f"ESConfig got GRPO-only field(s) {rejected} that have no meaning in Evolution Strategies. {details}. "
             "To convert a whole GRPOConfig, use `ESConfig.from_grpo_config(grpo_config)`."

@@ -188,6 +188,7 @@ class ESTrainer(Trainer):
         self._metrics: dict[str, dict[str, list[float]]] = {"train": defaultdict(list), "eval": defaultdict(list)}
         self._last_samples: dict[str, list] = {}
         self._total_generated_tokens = 0
+        self.completion_extras: dict[str, list[Any]] = {}
 
     def _init_centre_on_device(self) -> None:
         """Sizes the noise to the model, places the fp32 master (`es_master_device`) and checks that every process
@@ -283,11 +284,21 @@ class ESTrainer(Trainer):
             policy=self.args.reward_failure,
             timeout=self.args.reward_timeout,
             trainer_state=self.state,
+            callbacks={"log_metric": self._log_reward_metric, "log_extra": self._log_completion_extra},
             where=where,
         )
         for _ in range(scores.failures if scores is not None else 1):
             self._metrics["train"]["rewards/failures"].append(1.0)
         return scores
+
+    def _log_reward_metric(self, name: str, value: float) -> None:
+        """TRL's `log_metric` for reward functions: averaged over the logging interval (this process's calls)."""
+        self._metrics["train"][name].append(float(value))
+
+    def _log_completion_extra(self, column: str, values: list[Any]) -> None:
+        """TRL's `log_extra` for reward functions: extra columns of the last scored completions, kept in
+        `self.completion_extras` until the next step."""
+        self.completion_extras[column] = list(values)
 
     def _es_step(self, inputs: list[dict[str, Any]]) -> float:
         """One ES step: evaluate this process's members, exchange the records, estimate and apply the update."""

@@ -11,7 +11,7 @@ from typing import Any
 
 __all__ = ["TRAINER_REWARD_ARGS", "RewardTimeout", "call_with_timeout", "missing_column"]
 
-TRAINER_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state")
+TRAINER_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra")
 
 
 class RewardTimeout(Exception):

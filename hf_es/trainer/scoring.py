@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,7 +124,9 @@ def check_reward_columns(reward_funcs: Sequence[RewardFunc], columns: Sequence[s
                 )
 
 
-def _reward_kwargs(inputs: list[dict[str, Any]], completions: list[str], completion_ids, repeat: int, trainer_state):
+def _reward_kwargs(
+    inputs: list[dict[str, Any]], completions: list[str], completion_ids, repeat: int, trainer_state, callbacks
+):
     """TRL's reward-function arguments for `inputs` each repeated `repeat` times (one entry per completion)."""
     from ..prompts import is_conversational_prompt
 
@@ -137,7 +139,12 @@ def _reward_kwargs(inputs: list[dict[str, Any]], completions: list[str], complet
         if key not in ("prompt", "completion")
     }
     return dict(
-        prompts=prompts, completions=completions, completion_ids=completion_ids, trainer_state=trainer_state, **columns
+        prompts=prompts,
+        completions=completions,
+        completion_ids=completion_ids,
+        trainer_state=trainer_state,
+        **dict(callbacks or {}),
+        **columns,
     )
 
 
@@ -185,6 +192,7 @@ def score_completions(
     policy: str = "error",
     timeout: float | None = None,
     trainer_state: Any = None,
+    callbacks: Mapping[str, Callable[..., Any]] | None = None,
     where: str = "",
 ) -> Scores | None:
     """Scores completions with every reward function (TRL's convention) and applies the failure policy.
@@ -199,12 +207,14 @@ def score_completions(
         policy: `"error"`, `"skip_member"` or `"zero"` (see the module docstring).
         timeout: Seconds one call of one function may take (`None`/0: no deadline).
         trainer_state: Passed to the functions as `trainer_state` (TRL's convention).
+        callbacks: Further keyword arguments for the functions, e.g. TRL's `log_metric(name, value)` and
+            `log_extra(column, values)`.
         where: Named in warnings and errors (e.g. `"step 3, member 5"`).
 
     Returns:
         [`Scores`], or `None` when `policy="skip_member"` met a faulty function.
     """
-    kwargs = _reward_kwargs(inputs, completions, completion_ids, num_generations, trainer_state)
+    kwargs = _reward_kwargs(inputs, completions, completion_ids, num_generations, trainer_state, callbacks)
     num, columns = len(completions), list(inputs[0])
     per_function = torch.full((num, len(reward_funcs)), float("nan"), dtype=torch.float64)
     failures = 0
