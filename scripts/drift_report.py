@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Parameter-drift report of a tuned checkpoint against its base (METHOD.md section 3).
+"""Parameter-drift report of a tuned checkpoint against its base (README, "Parameter drift and model cards").
 
 Writes `drift_stats.json`, a Markdown table `drift_report.md` and PNGs (histogram of log10|delta|, s_tau curve,
 relative L2 per layer and per module type) to `--output_dir`. With `--compare OTHER_TUNED` (e.g. a GRPO run from the
