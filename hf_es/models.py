@@ -179,24 +179,20 @@ def load_causal_lm(name_or_path: str | os.PathLike, **kwargs: Any) -> PreTrained
     """
     from transformers import AutoModelForCausalLM
 
-    path = resolve_model_name_or_path(name_or_path, revision=kwargs.get("revision"))
-    return AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    return _from_resolved(AutoModelForCausalLM, name_or_path, kwargs)
 
 
 def load_tokenizer(name_or_path: str | os.PathLike, **kwargs: Any) -> PreTrainedTokenizerBase:
-    """`AutoTokenizer.from_pretrained` after [`resolve_model_name_or_path`].
-
-    Args:
-        name_or_path (`str` or `os.PathLike`): Hub id, local folder, or a bundled id.
-        **kwargs: forwarded to `from_pretrained` (e.g. `revision`, `padding_side`).
-
-    Returns:
-        `PreTrainedTokenizerBase`: the tokenizer.
-    """
+    """`AutoTokenizer.from_pretrained` after [`resolve_model_name_or_path`]; arguments as [`load_causal_lm`] (e.g.
+    `revision`, `padding_side`)."""
     from transformers import AutoTokenizer
 
+    return _from_resolved(AutoTokenizer, name_or_path, kwargs)
+
+
+def _from_resolved(auto_class: Any, name_or_path: str | os.PathLike, kwargs: dict[str, Any]) -> Any:
     path = resolve_model_name_or_path(name_or_path, revision=kwargs.get("revision"))
-    return AutoTokenizer.from_pretrained(path, **kwargs)
+    return auto_class.from_pretrained(path, **kwargs)
 
 
 def base_model_id(name_or_path: str) -> str:

@@ -40,6 +40,7 @@ import torch
 
 from hf_es.cli import SimpleArgumentParser
 from hf_es.es import make_population, stable_seed
+from hf_es.prompts import prompt_texts
 
 OBJECTIVES = ("rollouts_common", "rollouts_independent", "fixed_target")
 
@@ -180,13 +181,6 @@ def format_table(results: Sequence[KappaResult]) -> str:
 # ------------------------------------------------------------------------------------------ real-model objectives
 
 
-def _prompt_texts(tokenizer: Any, prompts: list[Any]) -> list[str]:
-    return [
-        p if isinstance(p, str) else tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
-        for p in prompts
-    ]
-
-
 @torch.no_grad()
 def mean_token_logprob(model: Any, tokenizer: Any, prompt_texts: list[str], completion_ids: list[list[int]]) -> float:
     """Mean log-probability per completion token of fixed completions under the model's current weights."""
@@ -233,7 +227,7 @@ def build_model_objectives(
     dataset = dataset.select(range(min(pool_size, len(dataset))))
     examples = [dataset[i] for i in range(len(dataset))]
     prompts = [example["prompt"] for example in examples]
-    texts = _prompt_texts(tokenizer, prompts)
+    texts = prompt_texts(prompts, tokenizer)
     columns = {key: [e[key] for e in examples] for key in examples[0] if key != "prompt"}
     funcs = reward_functions(args.reward_funcs)
     sampling = SamplingConfig(max_completion_length=args.max_completion_length, temperature=args.temperature)

@@ -23,12 +23,10 @@ compositions are traceable) and `log_history.json`.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer, ModelConfig
 
@@ -39,6 +37,7 @@ from hf_es.model_card import plot_reward_curve
 from hf_es.models import base_model_id
 from hf_es.prompts import prompt_texts
 from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
+from hf_es.trainer.scoring import reward_weights_tensor, score_completions
 from hf_es.trainer.utils import write_redacted_training_args
 
 LINEAGE_FILE = "hf_es_lineage.json"
@@ -68,32 +67,6 @@ def read_lineage(model_path: str) -> list[dict[str, Any]]:
     return []
 
 
-def rewards_of(
-    reward_funcs: list[Any],
-    weights: torch.Tensor,
-    examples: list[dict[str, Any]],
-    prompts: list[Any],
-    completions: list[str],
-    completion_ids: list[list[int]],
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scores completions as `ESTrainer` does: `None` is "not applicable", the total is the weighted sum over the
-    functions that apply.
-
-    Returns:
-        `(per_function, total)`: shapes `(num_completions, num_funcs)` (NaN where not applicable) and
-        `(num_completions,)`.
-    """
-    columns = {key: [example[key] for example in examples] for key in examples[0] if key != "prompt"}
-    per_function = torch.full((len(completions), len(reward_funcs)), float("nan"), dtype=torch.float64)
-    for j, func in enumerate(reward_funcs):
-        values = func(prompts=prompts, completions=completions, completion_ids=completion_ids, **columns)
-        for i, value in enumerate(values):
-            if value is not None and math.isfinite(float(value)):
-                per_function[i, j] = float(value)
-    total = torch.nansum(per_function * weights, dim=1)
-    return per_function, total
-
-
 class SharedEvalGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose `evaluate` is `ESTrainer.evaluate`'s protocol (one completion per prompt, same sampling,
     same reward aggregation, same metric names), so that ES and GRPO evaluation numbers are directly comparable."""
@@ -101,9 +74,7 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
     def __init__(self, *args: Any, eval_arguments: GRPOEvalArguments | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.eval_arguments = eval_arguments or GRPOEvalArguments()
-        self._shared_reward_weights = torch.as_tensor(
-            self.args.reward_weights or [1.0] * len(self.reward_funcs), dtype=torch.float64
-        )
+        self._shared_reward_weights = reward_weights_tensor(self.args.reward_weights, len(self.reward_funcs))
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         super()._save(output_dir, state_dict)
@@ -151,15 +122,11 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
             repetition_penalty=self.args.repetition_penalty,
         )
 
-        def score(batch: list[dict[str, Any]], result: Any, where: str) -> tuple[torch.Tensor, torch.Tensor]:
-            prompts = [example["prompt"] for example in batch]
-            return rewards_of(
-                self.reward_funcs,
-                self._shared_reward_weights,
-                batch,
-                prompts,
-                result.completions,
-                result.completion_ids,
+        def score(batch: list[dict[str, Any]], result: Any, where: str) -> Any:
+            # ESTrainer's scoring (its default failure policy): the two evaluations aggregate rewards identically.
+            weights = self._shared_reward_weights
+            return score_completions(
+                self.reward_funcs, weights, batch, result.completions, result.completion_ids, where=where
             )
 
         was_training = self.model.training

@@ -7,7 +7,12 @@ import os
 from datasets import Dataset
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
+from hf_es import ESConfig, ESTrainer
+
 TOKENIZER_DIR = os.path.join(os.path.dirname(__file__), "fixtures", "tokenizer")
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+"""tests/: the folder of the shared helpers and of the subprocess scripts (tests/scripts)."""
 
 
 def tiny_tokenizer():
@@ -45,3 +50,41 @@ def prompt_dataset(num: int = 16, conversational: bool = False) -> Dataset:
     if conversational:
         prompts = [[{"role": "user", "content": p}] for p in prompts]
     return Dataset.from_dict({"prompt": prompts, "target": [" the"] * num})
+
+
+def target_token_reward(completion_ids, **kwargs):
+    """Fraction of generated tokens in a target set (ids divisible by 3): graded, and climbable by ES."""
+    return [sum(t % 3 == 0 for t in ids) / max(len(ids), 1) for ids in completion_ids]
+
+
+def make_args(tmp_path, **overrides):
+    values = dict(
+        output_dir=str(tmp_path / "out"),
+        population_size=8,
+        sigma=0.05,
+        learning_rate=0.05,
+        per_device_train_batch_size=4,
+        max_completion_length=6,
+        max_steps=2,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        disable_tqdm=True,
+        use_cpu=True,
+    )
+    values.update(overrides)
+    return ESConfig(**values)
+
+
+def make_trainer(tmp_path, reward_funcs=target_token_reward, dataset=None, model=None, **overrides):
+    return ESTrainer(
+        model=model or tiny_llama(),
+        reward_funcs=reward_funcs,
+        args=make_args(tmp_path, **overrides),
+        train_dataset=dataset if dataset is not None else prompt_dataset(16),
+        processing_class=tiny_tokenizer(),
+    )
+
+
+def centre_snapshot(trainer):
+    return {name: t.clone() for name, t in trainer.backend.centre.master.items()}

@@ -32,14 +32,37 @@ logger = logging.get_logger(__name__)
 
 __all__ = [
     "MERGED_DIR_NAME",
+    "ScheduleOnlyOptimizer",
     "adapter_summary",
     "drift_weights",
+    "load_model",
     "merged_model",
     "prepare_evolved_parameters",
     "save_merged_model",
 ]
 
 MERGED_DIR_NAME = "merged"
+
+
+class ScheduleOnlyOptimizer(torch.optim.Optimizer):
+    """Carries the learning-rate schedule for `Trainer`; ES updates the weights itself, with no optimizer state."""
+
+    def __init__(self, learning_rate: float):
+        super().__init__([torch.zeros(0, requires_grad=True)], {"lr": learning_rate})
+
+    def step(self, closure=None):
+        return None
+
+
+def load_model(model_id: str, args: Any) -> PreTrainedModel:
+    """TRL's model creation from `args.model_init_kwargs` (dtype `"auto"` unless given; placed by Trainer)."""
+    from trl.trainer.utils import create_model_from_path
+
+    kwargs = dict(args.model_init_kwargs or {})
+    kwargs["dtype"] = kwargs.get("dtype", kwargs.pop("torch_dtype", "auto"))
+    kwargs.setdefault("trust_remote_code", args.trust_remote_code)
+    kwargs.setdefault("device_map", None)  # every process holds the whole model on its own device
+    return create_model_from_path(model_id, **kwargs)
 
 
 def prepare_evolved_parameters(model: PreTrainedModel, args: Any, peft_config: Any = None) -> PreTrainedModel:

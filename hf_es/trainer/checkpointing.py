@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ __all__ = [
     "latest_complete_checkpoint",
     "load_es_state",
     "remove_stale_staging",
+    "resolve_resume_checkpoint",
+    "save_checkpoint_staged",
     "restore_centre_state",
     "resume_settings",
     "save_centre_state",
@@ -178,6 +181,25 @@ def latest_complete_checkpoint(output_dir: str) -> str | None:
     return None
 
 
+def resolve_resume_checkpoint(resume_from_checkpoint: Any, output_dir: str) -> Any:
+    """`Trainer.train`'s `resume_from_checkpoint`, checked: `True` becomes the latest *complete* checkpoint in
+    `output_dir` (incomplete ones, e.g. from a crash, are skipped with a warning); a path must be complete.
+
+    Raises:
+        ValueError: no complete checkpoint in `output_dir`, or the given one is incomplete (the reason is named).
+    """
+    if resume_from_checkpoint is True:
+        resume_from_checkpoint = latest_complete_checkpoint(output_dir)
+        if resume_from_checkpoint is None:
+            raise ValueError(f"No complete checkpoint found in output directory ({output_dir}).")
+        logger.info(f"Resuming from {resume_from_checkpoint}.")
+    elif isinstance(resume_from_checkpoint, (str, os.PathLike)):
+        problem = checkpoint_problem(str(resume_from_checkpoint))
+        if problem is not None:
+            raise ValueError(f"Cannot resume from {resume_from_checkpoint}: {problem}.")
+    return resume_from_checkpoint
+
+
 def resume_settings(args: Any) -> dict[str, Any]:
     """The [`RESUME_FIELDS`] of an `ESConfig`, as JSON values."""
     values = {name: getattr(args, name) for name in RESUME_FIELDS}
@@ -258,3 +280,48 @@ def restore_centre_state(
             "reproduce an uninterrupted one."
         )
     return state
+
+
+def save_checkpoint_staged(trainer: Any, trial: Any = None) -> None:
+    """`ESTrainer._save_checkpoint`: `Trainer._save_checkpoint`'s steps (transformers 5.24), staged. Writes the
+    model, the ES state (with the fp32 master: exact resume) and `trainer_state.json` into `_tmp-checkpoint-N`, renames
+    it to `checkpoint-N` ([`commit_checkpoint`]), then pushes and rotates: a crash at any point leaves either the
+    complete new checkpoint or none (the previous one is then the latest).
+
+    Args:
+        trainer ([`ESTrainer`]): The trainer whose state is saved.
+        trial (*optional*): The hyperparameter-search trial, as `Trainer` passes it.
+    """
+    from .publishing import push_checkpoint_folder  # publishing imports this module
+
+    args, state = trainer.args, trainer.state
+    if trainer.hp_search_backend is None and trial is None:
+        trainer.store_flos()
+    run_dir = trainer._get_output_dir(trial=trial)
+    step = state.global_step
+    final_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
+    staging = staging_dir(run_dir, step)
+    if args.should_save:
+        remove_stale_staging(run_dir)
+    trainer.save_model(staging, _internal_call=True)
+    if args.should_save:
+        trainer._save_es_state(staging, include_master=True)
+    if state.best_global_step:
+        best_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.best_global_step}")
+        if state.best_global_step == step or os.path.exists(best_dir):
+            state.best_model_checkpoint = best_dir
+    if args.should_save:
+        for callback in trainer.callback_handler.callbacks + [trainer.control]:
+            if isinstance(callback, ExportableState):
+                key, callback_state = callback.__class__.__name__, callback.state()
+                if isinstance(state.stateful_callbacks.get(key), list):
+                    state.stateful_callbacks[key].append(callback_state)
+                else:
+                    state.stateful_callbacks[key] = callback_state
+        state.save_to_json(os.path.join(staging, TRAINER_STATE_NAME))
+        commit_checkpoint(staging, final_dir)
+    trainer.accelerator.wait_for_everyone()
+    if args.push_to_hub:
+        push_checkpoint_folder(trainer, final_dir)
+    if args.should_save:
+        rotate_checkpoints(run_dir, args.save_total_limit, state.best_model_checkpoint)

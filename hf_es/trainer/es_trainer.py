@@ -21,9 +21,7 @@ from accelerate.utils import gather_object, is_peft_model
 from datasets import Dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
-from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, set_seed
+from transformers.trainer_utils import set_seed
 from transformers.utils import logging
 
 from ..es import (
@@ -39,11 +37,10 @@ from ..evaluation import evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
-from ..rewards import get_reward_stats
 from . import checkpointing
-from .adapters import prepare_evolved_parameters, save_merged_model
+from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters, save_merged_model
 from .es_config import ESConfig
-from .publishing import create_hub_repo, push_checkpoint_folder, push_output_dir, write_trainer_card
+from .publishing import create_hub_repo, push_output_dir, write_trainer_card
 from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
 from .scoring import (
     RewardFunc,
@@ -51,9 +48,11 @@ from .scoring import (
     check_reward_columns,
     check_reward_funcs,
     reward_func_name,
+    reward_weights_tensor,
     score_completions,
 )
-from .step_record import MemberStats, StepRecord
+from .step_logging import add_step_metrics, completions_sample, member_stats, merge_train_metrics, print_completions
+from .step_record import StepRecord
 from .utils import write_redacted_training_args
 
 logger = logging.get_logger(__name__)
@@ -65,56 +64,24 @@ class ProcessFailedError(RuntimeError):
     """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
 
 
-class _NoOptimizer(torch.optim.Optimizer):
-    """Carries the learning-rate schedule for `Trainer`; ES updates the weights itself, with no optimizer state."""
-
-    def __init__(self, learning_rate: float):
-        super().__init__([torch.zeros(0, requires_grad=True)], {"lr": learning_rate})
-
-    def step(self, closure=None):
-        return None
-
-
-def _load_model(model_id: str, args: ESConfig) -> PreTrainedModel:
-    """TRL's model creation from `args.model_init_kwargs` (dtype `"auto"` unless given; placed by Trainer)."""
-    from trl.trainer.utils import create_model_from_path
-
-    kwargs = dict(args.model_init_kwargs or {})
-    kwargs["dtype"] = kwargs.get("dtype", kwargs.pop("torch_dtype", "auto"))
-    kwargs.setdefault("trust_remote_code", args.trust_remote_code)
-    kwargs.setdefault("device_map", None)  # every process holds the whole model on its own device
-    return create_model_from_path(model_id, **kwargs)
-
-
 class ESTrainer(Trainer):
     """Trainer for Evolution Strategies post-training, with the constructor of TRL's `GRPOTrainer`.
 
     Args:
-        model (`str` or `PreTrainedModel`):
-            Model id on the Hub, local path, or an instantiated causal LM. Strings load with
-            `AutoModelForCausalLM.from_pretrained(model, **args.model_init_kwargs)`.
-        reward_funcs (`Callable` or `list[Callable]`):
-            Reward functions with TRL's signature `f(prompts, completions, completion_ids, **columns)` returning one
-            float (or `None` for "not applicable") per completion. Dataset columns other than `prompt` arrive as
-            keyword arguments, one value per completion.
-        args ([`ESConfig`], *optional*):
-            Configuration; defaults to `ESConfig(output_dir="<model name>-ES")`.
-        train_dataset ([`~datasets.Dataset`]):
-            Needs a `prompt` column: text, or a list of chat messages (the chat template is applied).
-        eval_dataset ([`~datasets.Dataset`] or `dict[str, Dataset]`, *optional*):
-            Evaluated with the centre weights; logs `eval_reward` and per-function means.
-        processing_class ([`~transformers.PreTrainedTokenizerBase`], *optional*):
-            Tokenizer; loaded from `model` when omitted.
-        callbacks (`list[TrainerCallback]`, *optional*):
-            Extra callbacks.
-        optimizers (*optional*):
-            Must be `(None, None)`: ES has no optimizer. Kept for signature compatibility.
-        peft_config ([`~peft.PeftConfig`], *optional*):
-            PEFT configuration (e.g. `LoraConfig(...)`): the model is wrapped with `get_peft_model` and ES evolves
-            only the adapter. `save_model` writes the adapter (and, with `args.save_merged_model`, the merged model
-            to `<output_dir>/merged`). Transformers backend only.
-        generation_backend ([`GenerationBackend`], *optional*):
-            Engine adapter; defaults to transformers `generate` (or vLLM when `args.use_vllm`).
+        model (`str` or `PreTrainedModel`): Hub id, local path or causal LM (strings load with
+            `args.model_init_kwargs`).
+        reward_funcs (`Callable` or `list[Callable]`): TRL reward functions,
+            `f(prompts, completions, completion_ids, **columns)` returning a float or `None` per completion.
+        args ([`ESConfig`], *optional*): Defaults to `ESConfig(output_dir="<model name>-ES")`.
+        train_dataset, eval_dataset ([`~datasets.Dataset`]): A `prompt` column (text or chat messages) and the
+            reward functions' columns; `eval_dataset` may be a dict, evaluated with the centre weights.
+        processing_class ([`~transformers.PreTrainedTokenizerBase`], *optional*): Loaded from `model` when omitted.
+        callbacks (`list[TrainerCallback]`, *optional*): Extra callbacks.
+        optimizers (*optional*): Must be `(None, None)`: ES has no optimizer.
+        peft_config ([`~peft.PeftConfig`], *optional*): ES evolves only the adapter (transformers backend only);
+            see [`~hf_es.trainer.adapters`].
+        generation_backend ([`GenerationBackend`], *optional*): Defaults to transformers `generate`, or vLLM with
+            `args.use_vllm`.
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
@@ -153,7 +120,7 @@ class ESTrainer(Trainer):
         if reward_processing_classes is not None:
             raise NotImplementedError("Model-based rewards are not supported yet; pass reward callables.")
         if isinstance(model, str):
-            model = _load_model(model, args)
+            model = load_model(model, args)
         model = prepare_evolved_parameters(model, args, peft_config)  # PEFT wrap / es_target_modules
         if processing_class is None:
             processing_class = AutoTokenizer.from_pretrained(model_id, trust_remote_code=args.trust_remote_code)
@@ -162,12 +129,7 @@ class ESTrainer(Trainer):
 
         self.reward_funcs = check_reward_funcs(reward_funcs)
         self.reward_func_names = [reward_func_name(f) for f in self.reward_funcs]
-        weights = args.reward_weights or [1.0] * len(self.reward_funcs)
-        if len(weights) != len(self.reward_funcs):
-            raise ValueError(
-                f"reward_weights has {len(weights)} entries but there are {len(self.reward_funcs)} reward functions."
-            )
-        self.reward_weights = torch.tensor(weights, dtype=torch.float64)
+        self.reward_weights = reward_weights_tensor(args.reward_weights, len(self.reward_funcs))
         for name, dataset in named_datasets(train_dataset, eval_dataset):
             check_prompt_dataset(dataset, name)
             check_reward_columns(self.reward_funcs, list(getattr(dataset, "column_names", None) or []), name)
@@ -218,8 +180,6 @@ class ESTrainer(Trainer):
             return VLLMGenerationBackend.from_trainer(self)
         return TransformersGenerationBackend(self.model, self.processing_class)
 
-    # ---------------------------------------------------- Trainer integration
-
     def get_train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
             raise ValueError("ESTrainer.train() needs a train_dataset.")
@@ -234,7 +194,7 @@ class ESTrainer(Trainer):
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
         if self.optimizer is None:
-            self.optimizer = _NoOptimizer(self.args.learning_rate)
+            self.optimizer = ScheduleOnlyOptimizer(self.args.learning_rate)
         return self.optimizer
 
     def _prepare_for_training(self, max_steps, train_dataloader, resume_from_checkpoint):
@@ -259,8 +219,6 @@ class ESTrainer(Trainer):
         """Runs one ES step on the prompts in `inputs`; returns minus the population's mean reward as the loss."""
         mean_reward = self._es_step(inputs)
         return torch.tensor(-mean_reward if math.isfinite(mean_reward) else float("nan"), device=self.args.device)
-
-    # ------------------------------------------------------------- ES step
 
     def _prompt_texts(self, prompts: list[Any]) -> list[str]:
         """The texts to generate from ([`hf_es.prompts`]): the context left after the completion bounds a prompt."""
@@ -392,72 +350,25 @@ class ESTrainer(Trainer):
             tick = time.perf_counter()
             scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
             timing["score"] += time.perf_counter() - tick
-            record.members[member.index] = self._member_stats(result, scores)
+            record.members[member.index] = member_stats(result, scores, len(self.reward_funcs))
             if scores is not None and not self._last_samples:
-                self._last_samples = {
-                    "prompts": [p for p in prompt_texts for _ in range(self.sampling.num_generations)],
-                    "completions": result.completions,
-                    "rewards": {n: scores.per_function[:, j].tolist() for j, n in enumerate(self.reward_func_names)},
-                }
-
-    def _member_stats(self, result: Any, scores: Any) -> MemberStats:
-        lengths = [len(ids) for ids in result.completion_ids]
-        num_funcs = len(self.reward_funcs)
-        return MemberStats(
-            reward=scores.mean() if scores is not None else float("nan"),
-            reward_per_function=scores.per_function.nanmean(dim=0).tolist() if scores else [0.0] * num_funcs,
-            mean_length=sum(lengths) / len(lengths),
-            clipped_ratio=sum(result.truncated) / len(result.truncated),
-            num_tokens=float(result.num_tokens),
-            num_unscorable=float((~scores.scorable).sum()) if scores is not None else 0.0,
-        )
+                self._last_samples = completions_sample(
+                    prompt_texts, result, scores, self.sampling.num_generations, self.reward_func_names
+                )
 
     def _log_step(self, record: StepRecord, skipped: bool, update_norm: float, timing: dict, wall: float) -> None:
         metrics = self._metrics["train"]
-        step_metrics = record.metrics(self.reward_func_names)
-        for key, value in step_metrics.items():
-            metrics[key].append(value)
-        metrics["update_norm"].append(update_norm)
-        metrics["frac_zero_std"].append(1.0 if skipped else 0.0)
-        tokens = step_metrics["num_generated_tokens"]
-        self._total_generated_tokens += int(tokens)
-        for key, seconds in timing.items():
-            metrics[f"timing/{key}"].append(seconds)
-        metrics["timing/step"].append(wall)
-        metrics["tokens_per_second"].append(tokens / wall if wall > 0 else 0.0)
+        tokens = add_step_metrics(metrics, record, self.reward_func_names, skipped, update_norm, timing, wall)
+        self._total_generated_tokens += tokens
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs or "train_runtime" in logs:
             # Trainer logs the loss it accumulated; for ES that is minus the mean population reward.
-            for key, values in self._metrics["train"].items():
-                if values:
-                    logs[key] = sum(values) / len(values)
-            logs["total_generated_tokens"] = self._total_generated_tokens
-            logs.pop("grad_norm", None)  # ES has no gradients
-            for func in self.reward_funcs:
-                # Verifier failure counters since the last log (timeouts, errors, missing answers; this process).
-                for key, value in get_reward_stats(func, reset=True).items():
-                    if key.rsplit("/", 1)[-1] in ("timeouts", "errors", "no_answer", "untimed"):
-                        logs[key] = value
+            merge_train_metrics(logs, self._metrics["train"], self._total_generated_tokens, self.reward_funcs)
             self._metrics["train"].clear()
             if self.args.log_completions and self._last_samples and self.is_world_process_zero():
-                self._print_completions()
+                print_completions(self._last_samples, self.args.num_completions_to_print, self.state.global_step)
         super().log(logs, start_time)
-
-    def _print_completions(self) -> None:
-        """TRL's rich table of the first evaluated member's completions (plain lines without `rich`)."""
-        samples, count = self._last_samples, self.args.num_completions_to_print
-        try:
-            from trl.trainer.utils import print_prompt_completions_sample
-
-            print_prompt_completions_sample(
-                samples["prompts"], samples["completions"], samples["rewards"], None, self.state.global_step, count
-            )
-        except ImportError:  # `rich` is not installed
-            for prompt, completion in list(zip(samples["prompts"], samples["completions"]))[: count or None]:
-                print(f"step {self.state.global_step} | prompt={prompt[-80:]!r} | completion={completion[:200]!r}")
-
-    # ----------------------------------------------------------- evaluation
 
     def evaluate(
         self,
@@ -465,16 +376,9 @@ class ESTrainer(Trainer):
         ignore_keys: list[str] | None = None,
         metric_key_prefix: str = "eval",
     ) -> dict[str, float]:
-        """Scores the centre weights on the evaluation set.
-
-        Args:
-            eval_dataset: Overrides `self.eval_dataset`; a dict evaluates each entry with its key in the prefix.
-            ignore_keys: Unused (kept for `Trainer` compatibility).
-            metric_key_prefix: Prefix of the metric names.
-
-        Returns:
-            `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, runtime.
-        """
+        """Scores the centre weights on `eval_dataset` (default `self.eval_dataset`; a dict evaluates each entry with
+        its key in the prefix) and returns `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`,
+        `{prefix}_completions/mean_length` and `{prefix}_runtime`. `ignore_keys` is unused (`Trainer` signature)."""
         dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
         if dataset is None:
             raise ValueError("evaluate() needs an eval_dataset.")
@@ -503,8 +407,6 @@ class ESTrainer(Trainer):
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
 
-    # ------------------------------------------------------- save / resume
-
     def train(
         self,
         resume_from_checkpoint: str | bool | None = None,
@@ -514,15 +416,7 @@ class ESTrainer(Trainer):
         """Trains with ES; as `Trainer.train`, but `resume_from_checkpoint=True` takes the latest *complete* checkpoint
         in `args.output_dir` (incomplete ones, e.g. from a crash, are skipped with a warning) and an explicit
         checkpoint is checked for completeness before anything is loaded."""
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = checkpointing.latest_complete_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"No complete checkpoint found in output directory ({self.args.output_dir}).")
-            logger.info(f"Resuming from {resume_from_checkpoint}.")
-        elif isinstance(resume_from_checkpoint, (str, os.PathLike)):
-            problem = checkpointing.checkpoint_problem(str(resume_from_checkpoint))
-            if problem is not None:
-                raise ValueError(f"Cannot resume from {resume_from_checkpoint}: {problem}.")
+        resume_from_checkpoint = checkpointing.resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
         return super().train(resume_from_checkpoint, trial, ignore_keys_for_eval)
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
@@ -530,36 +424,7 @@ class ESTrainer(Trainer):
         leaves either the complete new checkpoint or none (the previous one is then the latest)."""
         # No super(): Trainer's body writes straight into `checkpoint-N`, pushes before the ES files exist and rotates
         # by plain deletion; each would break crash safety. Same steps, staged. Checked against transformers 5.24.
-        if self.hp_search_backend is None and trial is None:
-            self.store_flos()
-        run_dir = self._get_output_dir(trial=trial)
-        step = self.state.global_step
-        final_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
-        staging = checkpointing.staging_dir(run_dir, step)
-        if self.args.should_save:
-            checkpointing.remove_stale_staging(run_dir)
-        self.save_model(staging, _internal_call=True)
-        if self.args.should_save:  # the fp32 master belongs to every checkpoint: exact resume
-            self._save_es_state(staging, include_master=True)
-        if self.state.best_global_step:
-            best_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.best_global_step}")
-            if self.state.best_global_step == step or os.path.exists(best_dir):
-                self.state.best_model_checkpoint = best_dir
-        if self.args.should_save:
-            for callback in self.callback_handler.callbacks + [self.control]:
-                if isinstance(callback, ExportableState):
-                    key, callback_state = callback.__class__.__name__, callback.state()
-                    if isinstance(self.state.stateful_callbacks.get(key), list):
-                        self.state.stateful_callbacks[key].append(callback_state)
-                    else:
-                        self.state.stateful_callbacks[key] = callback_state
-            self.state.save_to_json(os.path.join(staging, TRAINER_STATE_NAME))
-            checkpointing.commit_checkpoint(staging, final_dir)
-        self.accelerator.wait_for_everyone()
-        if self.args.push_to_hub:
-            push_checkpoint_folder(self, final_dir)
-        if self.args.should_save:
-            checkpointing.rotate_checkpoints(run_dir, self.args.save_total_limit, self.state.best_model_checkpoint)
+        checkpointing.save_checkpoint_staged(self, trial)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
         # No super(): ES re-derives every RNG from (seed, step, process) each step; no pickle to trust. Checked: 5.24.
@@ -599,8 +464,6 @@ class ESTrainer(Trainer):
         state = checkpointing.restore_centre_state(checkpoint, self.backend, self.args, self._init_centre)
         self._total_generated_tokens = state.get("total_generated_tokens", 0)
 
-    # ------------------------------------------------------------------ Hub
-
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
         """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
         if self.is_world_process_zero():
@@ -620,26 +483,9 @@ class ESTrainer(Trainer):
         private: bool | None = None,
         **kwargs,
     ) -> Any:
-        r"""
-        Saves the model into `args.output_dir` first (always, whatever `save_strategy`), then uploads it to
-        `args.hub_model_id` in a single commit: weights, tokenizer, config, model card, `drift_stats.json`,
-        `trainer_state.json`, `es_state.json` and the plots (not checkpoints, staging folders or the fp32 master).
-
-        A failed upload is retried with exponential backoff ([`~hf_es.hub.push_checkpoint`]); one that still fails
-        raises [`~hf_es.hub.HubPushError`] saying which failure it is (Hub unreachable, no or invalid token, no
-        permission, missing repo) and that the local copy is intact. The token is never written or logged.
-
-        Args:
-            commit_message (`str`, *optional*, defaults to `"End of training"`): Commit message.
-            blocking (`bool`, *optional*, defaults to `True`): Wait for the upload; if `False`, return a `Future`.
-            token (`str`, *optional*): Token with write access (defaults to `args.hub_token`).
-            revision (`str`, *optional*): Branch to commit to (defaults to `args.hub_revision`).
-            private (`bool`, *optional*): Visibility if the repo is created (defaults to `args.hub_private_repo`).
-            kwargs (`dict[str, Any]`, *optional*): Passed to [`~ESTrainer.create_model_card`].
-
-        Returns:
-            The `CommitInfo` of the upload, or a `Future` of it when `blocking=False` (`None` on other processes).
-        """
+        """Saves into `args.output_dir`, then uploads it to `args.hub_model_id` in one commit with retries; see
+        [`~hf_es.trainer.publishing.push_output_dir`] for what is uploaded, the errors and the return value."""
         # No super(): Trainer's push uploads with `upload_folder` (may split into several commits) and no retries.
         # Checked against transformers 5.24.
-        return push_output_dir(self, commit_message, blocking, token, revision, private, **kwargs)
+        hub_options = {"token": token, "revision": revision, "private": private, **kwargs}
+        return push_output_dir(self, commit_message, blocking, hub_options)

@@ -147,16 +147,28 @@ def create_hub_repo(trainer: Any, token: str | None = None, private: bool | None
     trainer.push_in_progress = None
 
 
-def push_output_dir(
-    trainer: Any,
-    commit_message: str | None = "End of training",
-    blocking: bool = True,
-    token: str | None = None,
-    revision: str | None = None,
-    private: bool | None = None,
-    **kwargs: Any,
-) -> Any:
-    """`ESTrainer.push_to_hub`: saves into `args.output_dir` first (always), then pushes it in one commit."""
+def push_output_dir(trainer: Any, commit_message: str | None, blocking: bool, hub_options: dict[str, Any]) -> Any:
+    r"""`ESTrainer.push_to_hub`: saves the model into `args.output_dir` first (always, whatever `save_strategy`), then
+    uploads it to `args.hub_model_id` in a single commit: weights, tokenizer, config, model card, `drift_stats.json`,
+    `trainer_state.json`, `es_state.json` and the plots (not checkpoints, staging folders or the fp32 master).
+
+    A failed upload is retried with exponential backoff ([`~hf_es.hub.push_checkpoint`]); one that still fails raises
+    [`~hf_es.hub.HubPushError`] saying which failure it is (Hub unreachable, no or invalid token, no permission,
+    missing repo) and that the local copy is intact. The token is never written or logged.
+
+    Args:
+        trainer ([`ESTrainer`]): The trainer to save and push.
+        commit_message (`str`, *optional*): Commit message (defaults to `"End of training"`).
+        blocking (`bool`): Wait for the upload; if `False`, return a `Future`.
+        hub_options (`dict`): `token` (defaults to `args.hub_token`), `revision` (defaults to `args.hub_revision`),
+            `private` (visibility if the repo is created; defaults to `args.hub_private_repo`), and keyword arguments
+            of [`~ESTrainer.create_model_card`].
+
+    Returns:
+        The `CommitInfo` of the upload, or a `Future` of it when `blocking=False` (`None` on other processes).
+    """
+    kwargs = dict(hub_options)
+    token, revision, private = kwargs.pop("token", None), kwargs.pop("revision", None), kwargs.pop("private", None)
     from huggingface_hub import HfApi
     from transformers.utils.hub import PushInProgress
 

@@ -28,6 +28,7 @@ from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout,
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "reward_weights_tensor",
     "FAILURE_POLICIES",
     "RewardFunc",
     "RewardFunctionError",
@@ -101,6 +102,16 @@ def missing_column_message(column: str, columns: Sequence[str], dataset_name: st
         f"keyword argument: add the column, or rename the one holding the gold answers, e.g. "
         f"`{dataset_name} = {dataset_name}.rename_column('answer', {column!r})`."
     )
+
+
+def reward_weights_tensor(reward_weights: Sequence[float] | None, num_reward_funcs: int) -> torch.Tensor:
+    """`args.reward_weights` as a float64 tensor (all ones when unset), checked against the number of functions."""
+    weights = reward_weights or [1.0] * num_reward_funcs
+    if len(weights) != num_reward_funcs:
+        raise ValueError(
+            f"reward_weights has {len(weights)} entries but there are {num_reward_funcs} reward functions."
+        )
+    return torch.tensor(weights, dtype=torch.float64)
 
 
 def check_reward_columns(reward_funcs: Sequence[RewardFunc], columns: Sequence[str], dataset_name: str) -> None:

@@ -1,4 +1,4 @@
-"""SIGKILLs real training processes at chosen points of a `save_steps` checkpoint (used by tests/test_reliability.py).
+"""SIGKILLs real training processes at chosen points of a `save_steps` checkpoint (used by tests/trainer/test_reliability.py).
 
 Usage: python kill_during_save.py OUTPUT_ROOT POINT[,POINT...]
 

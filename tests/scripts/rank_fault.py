@@ -1,4 +1,4 @@
-"""Two-process ES run in which process 1 fails at step 1 (used by tests/test_reliability.py).
+"""Two-process ES run in which process 1 fails at step 1 (used by tests/trainer/test_reliability.py).
 
 Usage: accelerate launch --config_file accelerate_configs/cpu.yaml --num_processes 2 rank_fault.py OUT MODE
 MODE `raise`: process 1's reward function raises; `die`: process 1 SIGKILLs itself inside its reward function.

@@ -1,5 +1,5 @@
 import os
 import sys
 
-# Shared helpers (tests/utils.py, tests/hub_server.py, tests/test_trainer.py) live one folder up.
+# Shared helpers (tests/utils.py, tests/hub_server.py) live one folder up.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -6,8 +6,7 @@ import socket
 
 import pytest
 import torch
-from test_trainer import centre_snapshot, make_trainer, target_token_reward
-from utils import tiny_llama
+from utils import centre_snapshot, make_trainer, target_token_reward, tiny_llama
 
 from hf_es.hub import HubPushError
 

@@ -59,6 +59,7 @@ def _as_text(value):
     return "" if value is None else str(value)
 
 
+# The `_info` boilerplate repeats the sibling metric's on purpose: `evaluate` copies each metric folder alone.
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class MajAtK(evaluate.Metric):
     """Maj@K with math-verify answer equivalence and earliest-first-occurrence tie-break."""

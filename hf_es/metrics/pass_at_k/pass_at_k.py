@@ -56,6 +56,7 @@ Examples:
 """
 
 
+# The `_info` boilerplate repeats the sibling metric's on purpose: `evaluate` copies each metric folder alone.
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class PassAtK(evaluate.Metric):
     """Pass@K with the unbiased, overflow-free estimator; inputs are per-problem sample counts."""

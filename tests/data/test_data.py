@@ -25,7 +25,7 @@ from hf_es.data import (
 )
 from hf_es.rewards import accuracy_reward, countdown_reward
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
 
 
 def _sha(path: Path) -> str:

@@ -9,49 +9,9 @@ import time
 import pytest
 import torch
 from datasets import Dataset
-from utils import prompt_dataset, tiny_llama, tiny_tokenizer
+from utils import TESTS_DIR, centre_snapshot, make_args, make_trainer, prompt_dataset, target_token_reward, tiny_llama
 
-from hf_es import ESConfig, ESTrainer, RewardFunctionError
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def target_token_reward(completion_ids, **kwargs):
-    """Fraction of generated tokens in a target set (ids divisible by 3): graded, and climbable by ES."""
-    return [sum(t % 3 == 0 for t in ids) / max(len(ids), 1) for ids in completion_ids]
-
-
-def make_args(tmp_path, **overrides):
-    values = dict(
-        output_dir=str(tmp_path / "out"),
-        population_size=8,
-        sigma=0.05,
-        learning_rate=0.05,
-        per_device_train_batch_size=4,
-        max_completion_length=6,
-        max_steps=2,
-        report_to="none",
-        save_strategy="no",
-        seed=0,
-        disable_tqdm=True,
-        use_cpu=True,
-    )
-    values.update(overrides)
-    return ESConfig(**values)
-
-
-def make_trainer(tmp_path, reward_funcs=target_token_reward, dataset=None, model=None, **overrides):
-    return ESTrainer(
-        model=model or tiny_llama(),
-        reward_funcs=reward_funcs,
-        args=make_args(tmp_path, **overrides),
-        train_dataset=dataset if dataset is not None else prompt_dataset(16),
-        processing_class=tiny_tokenizer(),
-    )
-
-
-def centre_snapshot(trainer):
-    return {name: t.clone() for name, t in trainer.backend.centre.master.items()}
+from hf_es import ESConfig, RewardFunctionError
 
 
 def test_es_climbs_a_synthetic_reward_quickly(tmp_path):
@@ -184,7 +144,7 @@ def test_greedy_generation_is_padded_left_and_stops_at_eos(tmp_path):
 
 def test_two_process_run_equals_one_process_run(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    script = os.path.join(HERE, "scripts", "tiny_es_run.py")
+    script = os.path.join(TESTS_DIR, "scripts", "tiny_es_run.py")
     one = tmp_path / "one"
     two = tmp_path / "two"
     subprocess.run([sys.executable, script, str(one)], env=env, check=True, capture_output=True)
@@ -193,7 +153,7 @@ def test_two_process_run_equals_one_process_run(tmp_path):
         "-m",
         "accelerate.commands.launch",
         "--config_file",
-        os.path.join(HERE, "..", "accelerate_configs", "cpu.yaml"),
+        os.path.join(TESTS_DIR, "..", "accelerate_configs", "cpu.yaml"),
         "--num_processes",
         "2",
     ]
@@ -210,7 +170,7 @@ def test_grpo_style_script_runs_with_only_the_two_names_swapped(tmp_path):
     grpo_script = f"""
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
-import sys; sys.path.insert(0, {HERE!r})
+import sys; sys.path.insert(0, {TESTS_DIR!r})
 from utils import tiny_llama, tiny_tokenizer
 
 def reward_len(completions, **kwargs):

@@ -13,8 +13,7 @@ import re
 import pytest
 import yaml
 from hub_server import LocalHub
-from test_trainer import make_trainer, target_token_reward
-from utils import tiny_llama
+from utils import make_trainer, target_token_reward, tiny_llama
 
 from hf_es.hub import HubPushError
 

@@ -6,8 +6,7 @@ import os
 
 import torch
 from safetensors.torch import load_file
-from test_trainer import make_trainer, target_token_reward
-from utils import tiny_llama
+from utils import make_trainer, target_token_reward, tiny_llama
 
 
 def test_resume_from_checkpoint_is_bit_identical_in_bf16(tmp_path):
@@ -67,7 +66,7 @@ def test_tensorboard_logging_and_model_card_on_save(tmp_path):
 
 
 def test_push_to_hub_uploads_the_card_and_weights(tmp_path, monkeypatch):
-    """Through the real huggingface_hub client against a local Hub endpoint (more in tests/test_hub_push.py)."""
+    """Through the real huggingface_hub client against a local Hub endpoint (more in tests/hub/test_hub_push.py)."""
     from hub_server import LocalHub
 
     token = "hf_" + "y" * 34

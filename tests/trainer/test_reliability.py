@@ -14,16 +14,14 @@ import time
 import pytest
 import torch
 from datasets import Dataset
-from test_trainer import make_args, make_trainer, target_token_reward
 from transformers import TrainerCallback
-from utils import prompt_dataset, tiny_llama, tiny_tokenizer
+from utils import TESTS_DIR, make_args, make_trainer, prompt_dataset, target_token_reward, tiny_llama, tiny_tokenizer
 
 from hf_es import ESTrainer, RewardFunctionError
 from hf_es.rewards import countdown_reward
 from hf_es.trainer.checkpointing import checkpoint_problem, latest_complete_checkpoint
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPTS = os.path.join(HERE, "scripts")
+SCRIPTS = os.path.join(TESTS_DIR, "scripts")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -274,7 +272,7 @@ def test_non_finite_update_is_refused_naming_the_step(tmp_path):
 @pytest.mark.parametrize("mode", ["raise", "die"])
 def test_a_failing_process_stops_every_process_quickly(tmp_path, mode):
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
-    launcher += [os.path.join(HERE, "..", "accelerate_configs", "cpu.yaml"), "--num_processes", "2"]
+    launcher += [os.path.join(TESTS_DIR, "..", "accelerate_configs", "cpu.yaml"), "--num_processes", "2"]
     out = tmp_path / mode
     out.mkdir()
     proc = subprocess.run(
@@ -413,6 +411,7 @@ def test_trust_remote_code_is_off_unless_asked_and_reaches_from_pretrained(tmp_p
 
     monkeypatch.setattr(trl_utils, "create_model_from_path", fake_model)  # TRL's model creation, as GRPOTrainer
     monkeypatch.setattr(es_trainer.AutoTokenizer, "from_pretrained", fake_tokenizer)
+    monkeypatch.setattr(es_trainer, "resolve_model_name_or_path", lambda name: name)  # no Hub lookup offline
     for trust in (None, True):
         seen.clear()
         args = make_args(tmp_path) if trust is None else make_args(tmp_path, trust_remote_code=True)

