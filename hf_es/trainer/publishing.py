@@ -63,6 +63,15 @@ def _drift(trainer: Any) -> Any:
     return cached
 
 
+def _recorded_hyperparameters(trainer: Any) -> dict[str, Any]:
+    """The run's arguments, with the noise-table size the run actually used where the config left it automatic."""
+    hyperparameters = trainer.args.to_dict()
+    noise = getattr(getattr(trainer.backend, "centre", None), "noise", None)
+    if hyperparameters.get("noise_table_size") is None and getattr(noise, "size", None) is not None:
+        hyperparameters["noise_table_size"] = noise.size
+    return hyperparameters
+
+
 def write_trainer_card(
     trainer: Any, output_dir: str, model_name: str | None = None, dataset_name: str | None = None
 ) -> None:
@@ -75,7 +84,7 @@ def write_trainer_card(
         output_dir,
         base_model=lineage[0].get("model") or base_model_id(trainer.base_model_id),
         lineage=lineage if len(lineage) > 1 else None,
-        hyperparameters=trainer.args.to_dict(),
+        hyperparameters=_recorded_hyperparameters(trainer),
         log_history=trainer.state.log_history,
         drift=_drift(trainer),
         datasets=[dataset_name] if dataset_name else None,

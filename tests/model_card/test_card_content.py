@@ -23,7 +23,13 @@ def arithmetic_run(tmp_path, monkeypatch) -> tuple[RunRecord, dict]:
     monkeypatch.chdir(REPO)  # the recipe path of the command is read relative to the working directory
     task_args = TaskArguments(num_train_samples=2048, num_eval_samples=128)
     train, _ = load_task(TaskArguments(num_train_samples=1), seed=0)
-    args = ESConfig(output_dir=str(tmp_path / "run"), max_steps=45, max_completion_length=10, report_to="none")
+    args = ESConfig(
+        output_dir=str(tmp_path / "run"),
+        max_steps=45,
+        max_completion_length=10,
+        noise_table_size=2**23,  # the trainer records the size it used when the config leaves it automatic
+        report_to="none",
+    )
     args.reward_weights = [1.0, 0.25]
     run = RunRecord(
         task=describe_task(task_args, seed=0),
