@@ -5,7 +5,7 @@ step's shared mini-batch (perturb in place, generate, score), exchange only the 
 identical update on every process. The trainer is the `transformers.Trainer` adapter: it reuses the loop, callbacks,
 logging and saving, and replaces the optimizer with the ES update (no backward pass). The pieces live next to it:
 prompts in [`hf_es.prompts`], scoring in `scoring.py`, the step record in `step_record.py`, data order in
-`sampling.py`, checkpoints in `checkpointing.py`, card and Hub pushes in `publishing.py` / [`hf_es.hub`].
+`sampling.py`, checkpoints in `checkpointing.py` / `saving.py`, card and Hub pushes in `publishing.py` / [`hf_es.hub`].
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 import torch
-from accelerate.utils import gather_object, is_peft_model
+from accelerate.utils import gather_object
 from datasets import Dataset
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainerCallback
@@ -37,11 +37,11 @@ from ..evaluation import evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
-from . import checkpointing
-from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters, save_merged_model
+from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
 from .es_config import ESConfig
-from .publishing import create_hub_repo, push_output_dir, write_trainer_card
+from .publishing import PublishingMixin
 from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
+from .saving import CheckpointingMixin
 from .scoring import (
     RewardFunc,
     RewardFunctionError,
@@ -53,7 +53,6 @@ from .scoring import (
 )
 from .step_logging import add_step_metrics, completions_sample, member_stats, merge_train_metrics, print_completions
 from .step_record import StepRecord
-from .utils import write_redacted_training_args
 
 logger = logging.get_logger(__name__)
 
@@ -64,7 +63,7 @@ class ProcessFailedError(RuntimeError):
     """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
 
 
-class ESTrainer(Trainer):
+class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
     """Trainer for Evolution Strategies post-training, with the constructor of TRL's `GRPOTrainer`.
 
     Args:
@@ -85,10 +84,6 @@ class ESTrainer(Trainer):
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
-    hub_push_retries: int = 3
-    """Retries of a failed Hub push (after the first attempt) before giving up."""
-    hub_push_backoff_s: float = 2.0
-    """Wait before the first retry of a failed Hub push; doubles after each failure."""
 
     def __init__(
         self,
@@ -183,13 +178,12 @@ class ESTrainer(Trainer):
     def get_train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
             raise ValueError("ESTrainer.train() needs a train_dataset.")
-        args = self.args
         return shared_dataloader(
             self.train_dataset,
-            args.per_device_train_batch_size,
-            seed=args.seed,
-            shuffle=args.shuffle_dataset,
-            drop_last=args.dataloader_drop_last,
+            self.args.per_device_train_batch_size,
+            seed=self.args.seed,
+            shuffle=self.args.shuffle_dataset,
+            drop_last=self.args.dataloader_drop_last,
         )
 
     def create_optimizer(self, model=None) -> torch.optim.Optimizer:
@@ -313,8 +307,6 @@ class ESTrainer(Trainer):
 
     def _raise_process_failure(self, error: Exception | None, step: int) -> None:
         """Called on every process when at least one failed in the step: shares the messages, then raises."""
-        from accelerate.utils import gather_object
-
         messages = gather_object([None if error is None else f"{type(error).__name__}: {error}"])
         if error is not None:
             raise error
@@ -406,86 +398,3 @@ class ESTrainer(Trainer):
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
-
-    def train(
-        self,
-        resume_from_checkpoint: str | bool | None = None,
-        trial: Any = None,
-        ignore_keys_for_eval: list[str] | None = None,
-    ):
-        """Trains with ES; as `Trainer.train`, but `resume_from_checkpoint=True` takes the latest *complete* checkpoint
-        in `args.output_dir` (incomplete ones, e.g. from a crash, are skipped with a warning) and an explicit
-        checkpoint is checked for completeness before anything is loaded."""
-        resume_from_checkpoint = checkpointing.resolve_resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
-        return super().train(resume_from_checkpoint, trial, ignore_keys_for_eval)
-
-    def _save_checkpoint(self, model: Any, trial: Any) -> None:
-        """Writes the checkpoint into `_tmp-checkpoint-N`, then renames it to `checkpoint-N`: a crash at any point
-        leaves either the complete new checkpoint or none (the previous one is then the latest)."""
-        # No super(): Trainer's body writes straight into `checkpoint-N`, pushes before the ES files exist and rotates
-        # by plain deletion; each would break crash safety. Same steps, staged. Checked against transformers 5.24.
-        checkpointing.save_checkpoint_staged(self, trial)
-
-    def _load_rng_state(self, checkpoint: str | None) -> None:
-        # No super(): ES re-derives every RNG from (seed, step, process) each step; no pickle to trust. Checked: 5.24.
-        return None
-
-    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
-        # No super(): ES has no optimizer state; the schedule is fast-forwarded from global_step. Checked: 5.24.
-        return None
-
-    def _load_scaler(self, checkpoint: str | None) -> None:
-        # No super(): no mixed-precision grad scaler without gradients. Checked against transformers 5.24.
-        return None
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """Saves what loading the model needs: the centre weights (model dtype), tokenizer, `es_state.json` and the
-        model card. The fp32 master (`es_master.safetensors`) is added only with `args.save_es_master`; checkpoints
-        always hold it."""
-        self.backend.restore()
-        output_dir = output_dir or self.args.output_dir
-        super().save_model(output_dir, _internal_call)
-        if self.args.should_save:
-            self._save_es_state(output_dir, include_master=self.args.save_es_master)
-            if self.args.save_merged_model and is_peft_model(self.model):
-                save_merged_model(self.model, output_dir, self.processing_class)
-            write_trainer_card(self, output_dir)
-
-    def _save(self, output_dir: str | None = None, state_dict=None) -> None:
-        super()._save(output_dir, state_dict)
-        write_redacted_training_args(output_dir or self.args.output_dir, self.args)
-
-    def _save_es_state(self, output_dir: str, include_master: bool) -> None:
-        fields = {"global_step": self.state.global_step, "epoch": self.state.epoch}
-        fields["total_generated_tokens"] = self._total_generated_tokens
-        checkpointing.save_centre_state(output_dir, self.backend.centre, self.args, fields, include_master)
-
-    def _load_es_state(self, checkpoint: str) -> None:
-        state = checkpointing.restore_centre_state(checkpoint, self.backend, self.args, self._init_centre)
-        self._total_generated_tokens = state.get("total_generated_tokens", 0)
-
-    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
-        """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
-        if self.is_world_process_zero():
-            write_trainer_card(self, self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
-
-    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
-        # No super(): Trainer's client ignores an HF_ENDPOINT set after import, and its error names no cause.
-        # Checked against transformers 5.24.
-        create_hub_repo(self, token=token, private=private)
-
-    def push_to_hub(
-        self,
-        commit_message: str | None = "End of training",
-        blocking: bool = True,
-        token: str | None = None,
-        revision: str | None = None,
-        private: bool | None = None,
-        **kwargs,
-    ) -> Any:
-        """Saves into `args.output_dir`, then uploads it to `args.hub_model_id` in one commit with retries; see
-        [`~hf_es.trainer.publishing.push_output_dir`] for what is uploaded, the errors and the return value."""
-        # No super(): Trainer's push uploads with `upload_folder` (may split into several commits) and no retries.
-        # Checked against transformers 5.24.
-        hub_options = {"token": token, "revision": revision, "private": private, **kwargs}
-        return push_output_dir(self, commit_message, blocking, hub_options)

@@ -1,5 +1,6 @@
 """What ESTrainer writes for people and the Hub besides the weights: the model card with its lineage, and pushes of
-a complete checkpoint folder (`hub_strategy`). Glue between the trainer and [`hf_es.model_card`] / [`hf_es.hub`]."""
+a complete checkpoint folder (`hub_strategy`). Glue between the trainer and [`hf_es.model_card`] / [`hf_es.hub`];
+[`PublishingMixin`] holds ESTrainer's Hub overrides of `transformers.Trainer`."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "HUB_ROOT_IGNORE",
     "LINEAGE_NAME",
+    "PublishingMixin",
     "create_hub_repo",
     "push_checkpoint_folder",
     "push_output_dir",
@@ -216,3 +218,39 @@ def push_output_dir(trainer: Any, commit_message: str | None, blocking: bool, hu
     future = api.run_as_future(push)
     trainer.push_in_progress = PushInProgress([future])
     return future
+
+
+class PublishingMixin:
+    """Hub overrides for [`ESTrainer`] (card, repo creation, push); placed before `transformers.Trainer` in its
+    bases. The retry settings are read by [`push_output_dir`] and [`push_checkpoint_folder`]."""
+
+    hub_push_retries: int = 3
+    """Retries of a failed Hub push (after the first attempt) before giving up."""
+    hub_push_backoff_s: float = 2.0
+    """Wait before the first retry of a failed Hub push; doubles after each failure."""
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
+        """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
+        if self.is_world_process_zero():
+            write_trainer_card(self, self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
+
+    def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
+        # No super(): Trainer's client ignores an HF_ENDPOINT set after import, and its error names no cause.
+        # Checked against transformers 5.24.
+        create_hub_repo(self, token=token, private=private)
+
+    def push_to_hub(
+        self,
+        commit_message: str | None = "End of training",
+        blocking: bool = True,
+        token: str | None = None,
+        revision: str | None = None,
+        private: bool | None = None,
+        **kwargs,
+    ) -> Any:
+        """Saves into `args.output_dir`, then uploads it to `args.hub_model_id` in one commit with retries; see
+        [`~hf_es.trainer.publishing.push_output_dir`] for what is uploaded, the errors and the return value."""
+        # No super(): Trainer's push uploads with `upload_folder` (may split into several commits) and no retries.
+        # Checked against transformers 5.24.
+        hub_options = {"token": token, "revision": revision, "private": private, **kwargs}
+        return push_output_dir(self, commit_message, blocking, hub_options)
