@@ -147,33 +147,14 @@ def build_reward(
     columns = tuple(columns)
 
     def reward(prompts: Any = None, completions: Any = None, **kwargs: Any) -> list[float | None]:
-        global _warned_untimed
         if completions is None:
             raise ValueError(f"{name}: `completions` is required")
         texts = [completion_to_text(c) for c in completions]
-        column_values = []
-        for col in columns:
-            if col not in kwargs:
-                raise ValueError(
-                    f"{name} needs the dataset column {col!r} (passed as a keyword argument); got {sorted(kwargs)}"
-                )
-            values = kwargs[col]
-            if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-                values = [values] * len(texts)  # one gold for the whole batch
-            if len(values) != len(texts):
-                raise ValueError(f"{name}: column {col!r} has {len(values)} values for {len(texts)} completions")
-            column_values.append(values)
+        column_values = _column_values(name, columns, kwargs, len(texts))
         arg_tuples = [(text, *(v[i] for v in column_values), config) for i, text in enumerate(texts)]
 
         start = time.perf_counter()
-        backend = timeout_backend
-        if backend == "auto":
-            if num_workers > 0:
-                backend = "process"
-            elif timeout is None or timeout <= 0 or signal_timer_available():
-                backend = "signal"
-            else:
-                backend = "process"
+        backend = _resolve_backend(timeout_backend, num_workers, timeout)
         untimed = 0
         if backend == "process":
             raw = get_pool(max(num_workers, 1)).map(scorer, arg_tuples, timeout)
@@ -181,35 +162,10 @@ def build_reward(
             use_timer = backend == "signal" and timeout is not None and timeout > 0
             if use_timer and not signal_timer_available():
                 untimed = len(arg_tuples)
-                if not _warned_untimed:
-                    logger.warning(
-                        "%s: the signal timer only works in the main thread; scoring without a per-sample deadline. "
-                        "Use timeout_backend='process' (or 'auto') to keep deadlines in threads.",
-                        name,
-                    )
-                    _warned_untimed = True
-            raw = []
-            for args in arg_tuples:
-                try:
-                    value = call_with_deadline(scorer, timeout if use_timer else None, *args)
-                    raw.append(("ok", value))
-                except SampleTimeout:
-                    raw.append(("timeout", None))
-                except Exception as e:  # noqa: BLE001 - a verifier failure must not kill training
-                    logger.debug("%s: verifier error", name, exc_info=True)
-                    raw.append(("error", f"{type(e).__name__}: {e}"))
+                _warn_untimed_once(name)
+            raw = _score_in_process(name, scorer, arg_tuples, timeout if use_timer else None)
 
-        rewards: list[float | None] = []
-        counts = {"timeouts": 0, "errors": 0, "no_answer": 0}
-        for status, value in raw:
-            if status == "ok":
-                score, outcome = value
-                if outcome == OUTCOME_NO_ANSWER:
-                    counts["no_answer"] += 1
-                rewards.append(score)
-            else:
-                counts["timeouts" if status == "timeout" else "errors"] += 1
-                rewards.append(on_failure)
+        rewards, counts = _tally(raw, on_failure)
         stats._add(calls=1, samples=len(texts), untimed=untimed, seconds=time.perf_counter() - start, **counts)
         return rewards
 
@@ -221,3 +177,77 @@ def build_reward(
     reward.on_failure = on_failure  # type: ignore[attr-defined]
     reward.timeout = timeout  # type: ignore[attr-defined]
     return reward
+
+
+def _column_values(name: str, columns: tuple[str, ...], kwargs: dict[str, Any], num_texts: int) -> list[Any]:
+    """The values of each needed dataset column, one per completion (a scalar is one gold for the whole batch)."""
+    column_values = []
+    for col in columns:
+        if col not in kwargs:
+            raise ValueError(
+                f"{name} needs the dataset column {col!r} (passed as a keyword argument); got {sorted(kwargs)}"
+            )
+        values = kwargs[col]
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            values = [values] * num_texts  # one gold for the whole batch
+        if len(values) != num_texts:
+            raise ValueError(f"{name}: column {col!r} has {len(values)} values for {num_texts} completions")
+        column_values.append(values)
+    return column_values
+
+
+def _resolve_backend(timeout_backend: TimeoutBackend, num_workers: int, timeout: float | None) -> str:
+    """The backend `"auto"` stands for in this call (see [`build_reward`]); other choices are returned as given."""
+    if timeout_backend != "auto":
+        return timeout_backend
+    if num_workers > 0:
+        return "process"
+    if timeout is None or timeout <= 0 or signal_timer_available():
+        return "signal"
+    return "process"
+
+
+def _warn_untimed_once(name: str) -> None:
+    """Warns (once per process) that the signal timer cannot run outside the main thread."""
+    global _warned_untimed
+    if not _warned_untimed:
+        logger.warning(
+            "%s: the signal timer only works in the main thread; scoring without a per-sample deadline. "
+            "Use timeout_backend='process' (or 'auto') to keep deadlines in threads.",
+            name,
+        )
+        _warned_untimed = True
+
+
+def _score_in_process(
+    name: str, scorer: Callable[..., tuple[float, str]], arg_tuples: list[tuple], deadline: float | None
+) -> list[tuple[str, Any]]:
+    """Scores each sample in this process (under a `SIGALRM` deadline unless `deadline` is `None`); returns
+    `(status, value)` pairs as the process pool does: `"ok"`, `"timeout"` or `"error"`."""
+    raw = []
+    for args in arg_tuples:
+        try:
+            value = call_with_deadline(scorer, deadline, *args)
+            raw.append(("ok", value))
+        except SampleTimeout:
+            raw.append(("timeout", None))
+        except Exception as e:  # noqa: BLE001 - a verifier failure must not kill training
+            logger.debug("%s: verifier error", name, exc_info=True)
+            raw.append(("error", f"{type(e).__name__}: {e}"))
+    return raw
+
+
+def _tally(raw: list[tuple[str, Any]], on_failure: float | None) -> tuple[list[float | None], dict[str, int]]:
+    """The rewards of `(status, value)` pairs (`on_failure` for a timeout or error) and the failure counts."""
+    rewards: list[float | None] = []
+    counts = {"timeouts": 0, "errors": 0, "no_answer": 0}
+    for status, value in raw:
+        if status == "ok":
+            score, outcome = value
+            if outcome == OUTCOME_NO_ANSWER:
+                counts["no_answer"] += 1
+            rewards.append(score)
+        else:
+            counts["timeouts" if status == "timeout" else "errors"] += 1
+            rewards.append(on_failure)
+    return rewards, counts
