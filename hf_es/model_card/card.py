@@ -62,6 +62,33 @@ def _reproduction(
     }
 
 
+def _default_repo_id(hyperparameters: Mapping[str, Any]) -> str:
+    """The repo the card is for when none is given: `hub_model_id`, else the output folder's name."""
+    output_dir = hyperparameters.get("output_dir")
+    return hyperparameters.get("hub_model_id") or (Path(str(output_dir)).name if output_dir else "path/to/model")
+
+
+def _run_values(run: RunRecord | None, hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The template's values taken from the [`RunRecord`]: task, rewards, base vs final scores, quick-start prompt."""
+    max_new_tokens = (run.max_new_tokens if run is not None else None) or hyperparameters.get("max_completion_length")
+    return {
+        "task_lines": sections.task_lines(run.task if run is not None else None),
+        "reward_rows": sections.reward_rows(run) if run is not None else [],
+        "score_rows": sections.base_vs_final_rows(run) if run is not None else [],
+        "final_step": run.final_step if run is not None else None,
+        "quick_start_prompt": sections.quick_start_prompt(run),
+        "max_new_tokens": max_new_tokens or 256,
+    }
+
+
+def _drift_table(drift: DriftReport | None, drift_taus: Sequence[float] | None) -> str | None:
+    """The drift report as markdown, at the thresholds of `drift_taus` that are in the report's grid."""
+    if drift is None:
+        return None
+    taus = [t for t in (drift_taus or drift.taus) if any(math.isclose(t, g, rel_tol=1e-9) for g in drift.taus)]
+    return drift.to_markdown(taus=taus or None, top_k=0)
+
+
 def build_model_card(
     *,
     base_model: str,
@@ -127,11 +154,7 @@ def build_model_card(
         base, final, step = base_and_final_metrics(log_history)
         run = dataclasses.replace(run, base_metrics=base, final_metrics=final, final_step=step)
     datasets = _datasets(datasets, run)
-    if repo_id is None:
-        output_dir = hyperparameters.get("output_dir")
-        repo_id = hyperparameters.get("hub_model_id") or (
-            Path(str(output_dir)).name if output_dir else "path/to/model"
-        )
+    repo_id = repo_id if repo_id is not None else _default_repo_id(hyperparameters)
     model_name = model_name or str(repo_id).split("/")[-1]
     rows = eval_results_from_json(eval_results, checkpoint=eval_checkpoint, strict=eval_strict) if eval_results else []
     card_data = ModelCardData(
@@ -146,11 +169,6 @@ def build_model_card(
         eval_results=model_index(rows) or None,
     )
     es_rows, other_rows = sections.hyperparameter_rows(hyperparameters)
-    drift_table = None
-    if drift is not None:
-        taus = [t for t in (drift_taus or drift.taus) if any(math.isclose(t, g, rel_tol=1e-9) for g in drift.taus)]
-        drift_table = drift.to_markdown(taus=taus or None, top_k=0)
-    max_new_tokens = (run.max_new_tokens if run is not None else None) or hyperparameters.get("max_completion_length")
     card = ModelCard.from_template(
         card_data,
         template_path=str(template_path or model_card_template_path()),
@@ -162,12 +180,7 @@ def build_model_card(
         else f"https://huggingface.co/{base_model}",
         datasets=datasets,
         lineage=[sections.lineage_text(step) for step in (lineage or [])],
-        task_lines=sections.task_lines(run.task if run is not None else None),
-        reward_rows=sections.reward_rows(run) if run is not None else [],
-        score_rows=sections.base_vs_final_rows(run) if run is not None else [],
-        final_step=run.final_step if run is not None else None,
-        quick_start_prompt=sections.quick_start_prompt(run),
-        max_new_tokens=max_new_tokens or 256,
+        **_run_values(run, hyperparameters),
         es_hyperparameters=es_rows,
         other_hyperparameters=other_rows,
         training_summary=sections.training_summary(
@@ -175,7 +188,7 @@ def build_model_card(
         ),
         reward_curve=reward_curve,
         eval_table=eval_table(rows),
-        drift_table=drift_table,
+        drift_table=_drift_table(drift, drift_taus),
         drift_file=drift_file,
         framework_versions=sections.framework_versions(),
         **_reproduction(run, reproduce_command, base_model, hyperparameters),
