@@ -1,4 +1,7 @@
-"""Configuration of [`ESTrainer`]: TRL's GRPOConfig field names wherever the meaning carries over, plus ES fields."""
+"""Configuration of [`ESTrainer`]: TRL's GRPOConfig field names wherever the meaning carries over, plus ES fields.
+
+Over ~400 lines by design: a config dataclass holds one field per option with its help text, next to its checks.
+"""
 
 from __future__ import annotations
 
