@@ -108,10 +108,27 @@ class Pipeline:
 
     # Stages -------------------------------------------------------------------------------------------------------
     def stages(self) -> list[Stage]:
-        """Every stage, in order: training, evaluation, drift, sweep (the report is [`Pipeline.run`]'s last step)."""
-        stages = [Stage(f"train {name}", Path(self.checkpoint(name)), lambda r=run: self.train(r))
-                  for name, run in self.runs.items()]  # fmt: skip
-        for name in ["base", *self.runs]:
+        """Every stage, headline first: ES and GRPO training, their drift, base / ES / GRPO evaluation, the threshold
+        sweep; then the compositions' training and evaluation (the report is [`Pipeline.run`]'s last step)."""
+        single = [run for run in self.runs.values() if run.init_from is None]
+        composed = [run for run in self.runs.values() if run.init_from is not None]
+        sweep_run = f"es_s{self.plan.seeds[0]}"
+        return [
+            *(self._train_stage(run) for run in single),
+            *(Stage(f"drift {run.name}", self.root / "drift" / f"{run.name}.json", lambda n=run.name: self.drift(n))
+              for run in single),
+            *self._eval_stages(["base", *(run.name for run in single)]),
+            Stage(f"sweep {sweep_run}", self.root / "sweep" / sweep_run / "sweep.json", lambda: self.sweep(sweep_run)),
+            *(self._train_stage(run) for run in composed),
+            *self._eval_stages([run.name for run in composed]),
+        ]  # fmt: skip
+
+    def _train_stage(self, run: TrainingRun) -> Stage:
+        return Stage(f"train {run.name}", Path(self.checkpoint(run.name)), lambda: self.train(run))
+
+    def _eval_stages(self, names: list[str]) -> list[Stage]:
+        stages = []
+        for name in names:
             for which, task in (("target", self.plan.target), ("heldout", self.plan.heldout)):
                 path = self.eval_path(name, which)
                 stages.append(
@@ -122,13 +139,6 @@ class Pipeline:
                         lambda p=path, t=task: _complete(p, t.num_problems),
                     )  # fmt: skip
                 )
-        for run in self.runs.values():
-            if run.method in ("es", "grpo"):
-                stages.append(Stage(f"drift {run.name}", self.root / "drift" / f"{run.name}.json",
-                                    lambda n=run.name: self.drift(n)))  # fmt: skip
-        sweep_run = f"es_s{self.plan.seeds[0]}"
-        stages.append(Stage(f"sweep {sweep_run}", self.root / "sweep" / sweep_run / "sweep.json",
-                            lambda: self.sweep(sweep_run)))  # fmt: skip
         return stages
 
     def run(self, report_fn: Callable[[Path], Any] | None = None) -> list[str]:
