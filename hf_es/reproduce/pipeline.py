@@ -99,7 +99,9 @@ class Pipeline:
         path, current = self.root / "plan.json", json.loads(json.dumps(self.plan.to_dict()))
         if path.is_file():
             stored = json.loads(path.read_text())
-            changed = sorted(key for key in current if stored.get(key) != current[key])
+            changed = sorted(
+                key for key in current if _comparable(key, stored.get(key)) != _comparable(key, current[key])
+            )
             if changed:
                 raise ValueError(
                     f"{self.root} holds a run with another plan (differs in {changed}); use another --output_dir."
@@ -266,6 +268,11 @@ class Pipeline:
         )  # fmt: skip
         shutil.rmtree(folder / "checkpoints", ignore_errors=True)
         write_json(folder / "sweep.json", rows)
+
+
+def _comparable(key: str, value: Any) -> Any:
+    # Recipes are compared by file name: the same run resumes from another checkout of the repository.
+    return Path(value).name if key.endswith("_recipe") and value else value
 
 
 def _complete(path: Path, num_problems: int) -> bool:
