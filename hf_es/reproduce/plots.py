@@ -25,7 +25,7 @@ def plot_profile_spread(methods: Mapping[str, MethodResults], task: str, path: P
             continue
         ks = sorted(curve)
         max_k = max(max_k, ks[-1])
-        (line,) = ax.plot(ks, [curve[k].mean for k in ks], marker="o", markersize=3, label=method.label)
+        (line,) = ax.plot(ks, [curve[k].mean for k in ks], marker="o", markersize=3, label=method.label, clip_on=False)
         if len(method.runs) > 1:
             ax.fill_between(ks, [curve[k].low for k in ks], [curve[k].high for k in ks], color=line.get_color(),
                             alpha=0.2, linewidth=0)  # fmt: skip
@@ -58,6 +58,10 @@ def plot_pareto_spread(methods: Mapping[str, MethodResults], task: str, k: int, 
         ax.errorbar([x], [y], xerr=[[x - sx.low], [sx.high - x]], yerr=[[y - sy.low], [sy.high - y]],
                     fmt="*" if optimal else "o", markersize=12 if optimal else 6, capsize=3,
                     label=label + (" (Pareto-optimal)" if optimal else ""))  # fmt: skip
+    # Fractions: never below 0, a little head-room above the largest value (at most 1.05).
+    if spreads:
+        ax.set_xlim(0, min(1.05, 1.1 * max(sx.high for sx, _ in spreads) + 0.05))
+        ax.set_ylim(0, min(1.05, 1.1 * max(sy.high for _, sy in spreads) + 0.05))
     ax.set_xlabel("Pass@1 (fraction of problems)")
     ax.set_ylabel(f"Pass@{k} (fraction of problems)")
     ax.set_title(f"Pass@1 vs Pass@{k} (mean over seeds, bars: min-max)")
