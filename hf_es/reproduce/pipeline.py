@@ -110,38 +110,35 @@ class Pipeline:
 
     # Stages -------------------------------------------------------------------------------------------------------
     def stages(self) -> list[Stage]:
-        """Every stage, headline first: ES and GRPO training, their drift, base / ES / GRPO evaluation, the threshold
-        sweep; then the compositions' training and evaluation (the report is [`Pipeline.run`]'s last step)."""
+        """Every stage, headline first: ES and GRPO training and drift, then base / ES / GRPO on the target task, on
+        the held-out task, the threshold sweep; then the compositions (the report is [`Pipeline.run`]'s last step)."""
         single = [run for run in self.runs.values() if run.init_from is None]
         composed = [run for run in self.runs.values() if run.init_from is not None]
+        headline = ["base", *(run.name for run in single)]
         sweep_run = f"es_s{self.plan.seeds[0]}"
         return [
             *(self._train_stage(run) for run in single),
             *(Stage(f"drift {run.name}", self.root / "drift" / f"{run.name}.json", lambda n=run.name: self.drift(n))
               for run in single),
-            *self._eval_stages(["base", *(run.name for run in single)]),
+            *self._eval_stages(headline, "target"),
+            *self._eval_stages(headline, "heldout"),
             Stage(f"sweep {sweep_run}", self.root / "sweep" / sweep_run / "sweep.json", lambda: self.sweep(sweep_run)),
             *(self._train_stage(run) for run in composed),
-            *self._eval_stages([run.name for run in composed]),
+            *self._eval_stages([run.name for run in composed], "target"),
+            *self._eval_stages([run.name for run in composed], "heldout"),
         ]  # fmt: skip
 
     def _train_stage(self, run: TrainingRun) -> Stage:
         return Stage(f"train {run.name}", Path(self.checkpoint(run.name)), lambda: self.train(run))
 
-    def _eval_stages(self, names: list[str]) -> list[Stage]:
-        stages = []
-        for name in names:
-            for which, task in (("target", self.plan.target), ("heldout", self.plan.heldout)):
-                path = self.eval_path(name, which)
-                stages.append(
-                    Stage(
-                        f"eval {name} {which}",
-                        path,
-                        lambda n=name, w=which, t=task: self.evaluate(n, w, t),
-                        lambda p=path, t=task: _complete(p, t.num_problems),
-                    )  # fmt: skip
-                )
-        return stages
+    def _eval_stages(self, names: list[str], which: str) -> list[Stage]:
+        task = self.plan.target if which == "target" else self.plan.heldout
+        paths = {name: self.eval_path(name, which) for name in names}
+        return [
+            Stage(f"eval {name} {which}", paths[name], lambda n=name: self.evaluate(n, which, task),
+                  lambda p=paths[name]: _complete(p, task.num_problems))
+            for name in names
+        ]  # fmt: skip
 
     def run(self, report_fn: Callable[[Path], Any] | None = None) -> list[str]:
         """Runs every stage that is not done, then `report_fn(output_dir)` if a stage ran or no report exists.
