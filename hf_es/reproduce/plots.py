@@ -1,0 +1,70 @@
+"""The reproduction's coverage figures with the spread over training seeds: Pass@K profile (K on a log axis) and the
+Pass@1 vs Pass@K Pareto plot. Drift and threshold-sweep figures come from `hf_es.analysis.plots`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..analysis.plots import _pyplot, _save
+from ..evaluation import pareto_front
+from .results import MethodResults
+
+__all__ = ["plot_pareto_spread", "plot_profile_spread"]
+
+
+def plot_profile_spread(methods: Mapping[str, MethodResults], task: str, path: Path, title: str = "") -> Path:
+    """Mean Pass@K against K (log2 axis) per method, the band spanning the seeds' min to max."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    max_k = 1
+    for method in methods.values():
+        curve = method.curve(task)
+        if not curve:
+            continue
+        ks = sorted(curve)
+        max_k = max(max_k, ks[-1])
+        (line,) = ax.plot(ks, [curve[k].mean for k in ks], marker="o", markersize=3, label=method.label, clip_on=False)
+        if len(method.runs) > 1:
+            ax.fill_between(ks, [curve[k].low for k in ks], [curve[k].high for k in ks], color=line.get_color(),
+                            alpha=0.2, linewidth=0)  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ticks = [2**i for i in range(int(math.log2(max_k)) + 1)]
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.set_xlim(1, max(max_k, 2))
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("K (samples)")
+    ax.set_ylabel("Pass@K (fraction of problems)")
+    ax.set_title(f"Pass@K profile{' - ' + title if title else ''} (band: seed min-max)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def plot_pareto_spread(methods: Mapping[str, MethodResults], task: str, k: int, path: Path) -> Path:
+    """Pass@1 against Pass@k per method (mean over seeds, bars: seed min-max); Pareto-optimal means starred."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4.6))
+    points, labels, spreads = [], [], []
+    for method in methods.values():
+        x, y = method.metric(task, "pass@k", 1), method.metric(task, "pass@k", k)
+        if x.mean is None or y.mean is None:
+            continue
+        points.append((x.mean, y.mean))
+        labels.append(method.label)
+        spreads.append((x, y))
+    for (x, y), label, (sx, sy), optimal in zip(points, labels, spreads, pareto_front(points)):
+        ax.errorbar([x], [y], xerr=[[x - sx.low], [sx.high - x]], yerr=[[y - sy.low], [sy.high - y]],
+                    fmt="*" if optimal else "o", markersize=12 if optimal else 6, capsize=3,
+                    label=label + (" (Pareto-optimal)" if optimal else ""))  # fmt: skip
+    # Fractions: never below 0, a little head-room above the largest value (at most 1.05).
+    if spreads:
+        ax.set_xlim(0, min(1.05, 1.1 * max(sx.high for sx, _ in spreads) + 0.05))
+        ax.set_ylim(0, min(1.05, 1.1 * max(sy.high for _, sy in spreads) + 0.05))
+    ax.set_xlabel("Pass@1 (fraction of problems)")
+    ax.set_ylabel(f"Pass@{k} (fraction of problems)")
+    ax.set_title(f"Pass@1 vs Pass@{k} (mean over seeds, bars: min-max)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, path)

@@ -1,0 +1,130 @@
+"""Collects a reproduction's outputs (evaluations, budgets, drift, sweep) into per-method numbers with their spread
+over training seeds; [`hf_es.reproduce.report`] renders them."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..evaluation import load_results
+from .budget import record_from_logs
+from .plan import METHODS
+
+__all__ = ["MethodResults", "Spread", "collect", "load_drift", "load_sweep"]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A statistic over training seeds: mean, min, max and the per-seed values (`None` entries are left out)."""
+
+    values: tuple[float, ...]
+
+    @classmethod
+    def of(cls, values: Sequence[float | None]) -> Spread:
+        return cls(tuple(float(v) for v in values if v is not None))
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def low(self) -> float | None:
+        return min(self.values) if self.values else None
+
+    @property
+    def high(self) -> float | None:
+        return max(self.values) if self.values else None
+
+    def fmt(self, scale: float = 100.0, digits: int = 1) -> str:
+        """`mean [min–max]` (the range only with several seeds), values times `scale`; `n/a` when empty."""
+        if not self.values:
+            return "n/a"
+        mean = f"{scale * self.mean:.{digits}f}"
+        if len(self.values) < 2:
+            return mean
+        return f"{mean} [{scale * self.low:.{digits}f}–{scale * self.high:.{digits}f}]"
+
+
+@dataclass
+class MethodResults:
+    """One method's evaluations and budgets over its seeds.
+
+    Attributes:
+        key: `base`, `es`, `grpo`, `es_grpo` or `grpo_es`; `label` its display name.
+        runs: Run names (one per seed; `["base"]` for the base model).
+        summaries: Per task (`target`, `heldout`), the evaluation summary of each run.
+        budgets: The `reproduce_run.json` of each run (empty for the base).
+    """
+
+    key: str
+    label: str
+    runs: list[str]
+    summaries: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+
+    def metric(self, task: str, name: str, k: int | None = None) -> Spread:
+        """`pass@k`, `maj@k` (at `k`) or `greedy_accuracy` of `task` over the seeds."""
+        values = []
+        for summary in self.summaries.get(task, []):
+            if name == "greedy_accuracy":
+                values.append(summary.get("greedy_accuracy"))
+            else:
+                table = summary.get(name) or {}
+                values.append(table.get(str(k)))
+        return Spread.of(values)
+
+    def curve(self, task: str, name: str = "pass@k") -> dict[int, Spread]:
+        """`pass@k` (or `maj@k`) for every K, over the seeds."""
+        ks = sorted({int(k) for summary in self.summaries.get(task, []) for k in (summary.get(name) or {})})
+        return {k: self.metric(task, name, k) for k in ks}
+
+    def budget(self, key: str) -> Spread:
+        return Spread.of([budget.get(key) for budget in self.budgets])
+
+
+def _summary(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    entries = list(load_results(path)["checkpoints"].values())
+    return entries[0]["summary"] if entries else None
+
+
+def collect(root: Path, seeds: Sequence[int]) -> dict[str, MethodResults]:
+    """Every method's evaluation summaries and budgets found under `root` (missing runs are left out)."""
+    methods = {}
+    for key, (label, _) in METHODS.items():
+        runs = ["base"] if key == "base" else [f"{key}_s{seed}" for seed in seeds]
+        result = MethodResults(key, label, runs)
+        for task in ("target", "heldout"):
+            found = [_summary(root / "eval" / run / f"{task}.json") for run in runs]
+            result.summaries[task] = [summary for summary in found if summary]
+        for run in runs:
+            record = root / "train" / run / "reproduce_run.json"
+            if record.is_file():
+                result.budgets.append(json.loads(record.read_text()))
+            elif (root / "train" / run).is_dir() and (rebuilt := record_from_logs(root / "train" / run, key)):
+                result.budgets.append(rebuilt)
+        methods[key] = result
+    return methods
+
+
+def load_drift(root: Path, seeds: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """The drift reports (as dicts) of the ES and GRPO runs that have one, by run name."""
+    found = {}
+    for seed in seeds:
+        for method in ("es", "grpo"):
+            path = root / "drift" / f"{method}_s{seed}.json"
+            if path.is_file():
+                found[f"{method}_s{seed}"] = json.loads(path.read_text())
+    return found
+
+
+def load_sweep(root: Path) -> tuple[str, list[dict[str, Any]]] | None:
+    """`(run, rows)` of the threshold sweep, or `None` when it has not run."""
+    for path in sorted((root / "sweep").glob("*/sweep.json")):
+        return path.parent.name, json.loads(path.read_text())
+    return None

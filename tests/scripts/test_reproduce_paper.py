@@ -1,0 +1,135 @@
+"""scripts/reproduce_paper.py: the CLI contract, the paper-scale commands, the report's sections, and (slow) the whole
+--smoke pipeline with a tiny model, including that a re-run skips every stage."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "reproduce_paper.py"
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _run(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
+
+
+def test_help_shows_defaults_and_bad_input_is_one_line_with_exit_code_2(tmp_path):
+    shown = _run("--help")
+    assert shown.returncode == 0
+    text = " ".join(shown.stdout.split())  # help lines wrap at the terminal width
+    assert "(default: cpu)" in text and "(default: easy)" in text and "examples:" in text
+    for args, needle in (
+        (("--scale", "tpu", "--output_dir", str(tmp_path)), "invalid choice: 'tpu'"),
+        (("--smoke", "--total_steps", "1", "--output_dir", str(tmp_path)), "--total_steps must be >= 2"),
+        (("--smoke", "--model", "./no/such/folder", "--output_dir", str(tmp_path)), "no such folder"),
+        (("--smoke", "--scale", "paper", "--output_dir", str(tmp_path)), "drop --scale paper"),
+    ):
+        bad = _run(*args)
+        lines = [line for line in bad.stderr.splitlines() if "error:" in line]
+        assert bad.returncode == 2, bad.stderr
+        assert len(lines) == 1 and needle in lines[0], bad.stderr
+        assert "Traceback" not in bad.stderr
+
+
+def test_paper_scale_writes_the_gpu_commands_of_every_stage(tmp_path):
+    from hf_es.reproduce import get_plan
+
+    result = _run("--scale", "paper", "--setting", "easy", "--output_dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    commands = (tmp_path / "paper_easy_commands.sh").read_text()
+    plan = get_plan("paper-easy")
+    train_lines = [line for line in commands.splitlines() if "scripts/train_" in line and not line.startswith("#")]
+    # per seed: ES and GRPO (234 updates) and the second stage of each composition (117 updates)
+    assert len(train_lines) == 4 * len(plan.seeds)
+    es_full = [line for line in train_lines if "train_es.py" in line and "--max_steps 234" in line]
+    assert len(es_full) == len(plan.seeds)
+    assert all("accelerate launch --config_file accelerate_configs/multi_gpu.yaml" in line for line in es_full)
+    assert all("recipes/qwen2.5-1.5b-instruct_gsm8k_es.yaml" in line for line in es_full)
+    assert all("--save_steps 117" in line for line in es_full)
+    grpo_second = [line for line in train_lines if "train_grpo.py" in line and "--max_steps 117" in line]
+    assert {re.search(r"--model_name_or_path (\S+)", line)[1] for line in grpo_second} == {
+        f"{tmp_path}/train/es_s{seed}/checkpoint-117" for seed in plan.seeds
+    }
+    assert "--execute --skip_training" in commands
+    hard = _run("--scale", "paper", "--setting", "hard", "--output_dir", str(tmp_path))
+    assert "deepseek-r1-distill-qwen-1.5b_deepscaler_es.yaml" in hard.stdout
+
+
+def test_report_has_every_section_before_any_stage_ran(tmp_path):
+    from hf_es.reproduce import SECTIONS, Pipeline, build_report, get_plan
+
+    plan = get_plan("smoke")
+    Pipeline(plan, tmp_path).check_plan()
+    text = build_report(tmp_path).read_text()
+    assert [line for line in text.splitlines() if line.startswith("## ")] == list(SECTIONS)
+    assert "has not been evaluated yet" in text and "No drift report yet" in text
+
+
+def test_a_different_plan_in_the_same_output_dir_is_refused(tmp_path):
+    from hf_es.reproduce import Pipeline, get_plan
+
+    Pipeline(get_plan("smoke"), tmp_path).check_plan()
+    with pytest.raises(ValueError, match="another plan.*total_steps"):
+        Pipeline(get_plan("smoke", total_steps=4), tmp_path).check_plan()
+
+
+def test_compositions_split_the_updates_and_start_from_the_half_way_checkpoint():
+    from hf_es.reproduce import get_plan
+
+    plan = get_plan("cpu", total_steps=9, seeds=(3,))
+    runs = {run.name: run for run in plan.runs()}
+    assert runs["es_s3"].stages == (("es", 9),)
+    assert runs["es_grpo_s3"].stages == (("es", 4), ("grpo", 5)) and runs["es_grpo_s3"].init_from == "es_s3"
+    assert runs["grpo_es_s3"].stages == (("grpo", 4), ("es", 5)) and runs["grpo_es_s3"].init_from == "grpo_s3"
+    es_args = plan.stage_args("es", 3, 9, save_half=True)
+    assert "--noise_seed 3" in es_args and "--save_steps 4" in es_args
+    assert "--arithmetic_operation mul --arithmetic_min_value 2 --arithmetic_max_value 19" in es_args
+    assert "--save_steps" not in plan.stage_args("grpo", 3, 5, save_half=False)
+
+
+@pytest.mark.slow
+def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
+    from utils import tiny_llama, tiny_tokenizer
+
+    from hf_es.reproduce import SECTIONS, get_plan
+
+    model = tmp_path / "tiny"
+    tiny_llama().save_pretrained(model)
+    tiny_tokenizer().save_pretrained(model)
+    out = tmp_path / "run"
+    first = _run("--smoke", "--model", str(model), "--output_dir", str(out), "--no_progress")
+    assert first.returncode == 0, first.stderr[-3000:]
+    report = (out / "report.md").read_text()
+    assert [line for line in report.splitlines() if line.startswith("## ")] == list(SECTIONS)
+    # rows: budgets (trained methods), target, held-out, and the paper table (base, ES, GRPO)
+    for label, count in (("Base", 3), ("ES", 4), ("GRPO", 4), ("ES→GRPO", 3), ("GRPO→ES", 3)):
+        rows = [line for line in report.splitlines() if line.startswith(f"| {label} |")]
+        assert len(rows) == count and all("n/a" not in row for row in rows), (label, rows)
+    plan = get_plan("smoke")
+    for seed in plan.seeds:
+        record = json.loads((out / "train" / f"es_grpo_s{seed}" / "reproduce_run.json").read_text())
+        assert record["steps"] == plan.total_steps and record["generated_tokens"] > 0
+        assert record["stages"][0]["output_dir"].endswith(f"es_s{seed}/checkpoint-{plan.half_steps}")
+        assert re.search(rf"^\| {seed} \| \d", report, re.MULTILINE), "drift row of every seed"
+    sweep = json.loads((out / "sweep" / "es_s0" / "sweep.json").read_text())
+    assert [row["tau"] for row in sweep] == [0.0, *plan.sweep_taus]
+    for name in ("pass_at_k_target", "pareto_target", "pass_at_k_heldout", "drift_by_module_type", "threshold_sweep"):
+        figure = out / "figures" / f"{name}.png"
+        assert figure.stat().st_size > 1000 and f"figures/{name}.png" in report
+
+    again = _run("--smoke", "--model", str(model), "--output_dir", str(out), "--no_progress")
+    assert again.returncode == 0, again.stderr[-3000:]
+    stage_lines = [line for line in again.stderr.splitlines() if "[reproduce" in line]
+    assert stage_lines and all("skipped" in line for line in stage_lines), stage_lines
+    assert not any(": running" in line for line in again.stderr.splitlines())
