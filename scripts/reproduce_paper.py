@@ -30,29 +30,19 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 if (_REPO_ROOT / "hf_es").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
+from hf_es.cli import SimpleArgumentParser  # noqa: E402
 from hf_es.reproduce import Pipeline, build_report, get_plan  # noqa: E402
 from hf_es.reproduce.commands import plan_commands  # noqa: E402
 
 logger = logging.getLogger("reproduce_paper")
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every default and keeps the examples' line breaks."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        """One line naming the problem, exit code 2, no traceback."""
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (defaults shown in `--help`)."""
-    parser = _Parser(
+    parser = SimpleArgumentParser(
         prog="reproduce_paper.py",
         description=__doc__.split("\n\nexamples:")[0],
         epilog="examples:" + __doc__.split("examples:")[1],
-        formatter_class=_HelpFormatter,
     )
     add = parser.add_argument
     add("--scale", choices=("cpu", "paper"), default="cpu", help="cpu: SmolLM2 here; paper: the GPU settings.")
