@@ -57,6 +57,13 @@ def plot_pass_at_k(checkpoints: Mapping[str, Mapping[str, Any]], path: Path, tit
         ks = sorted(int(k) for k in curve)
         max_k = max(max_k, ks[-1])
         ax.plot(ks, [curve[str(k)] for k in ks], marker="o", markersize=3, label=checkpoint_label(name), clip_on=False)
+    style_pass_at_k_axes(ax, max_k, f"Pass@K profile{' - ' + title if title else ''}")
+    return _save(fig, path)
+
+
+def style_pass_at_k_axes(ax: Any, max_k: int, title: str) -> None:
+    """The Pass@K profile's axes: K on a log2 axis with integer ticks up to `max_k`, Pass@K as a fraction in [0, 1]
+    (readable when every value is 0 or 1), grid and legend."""
     ax.set_xscale("log", base=2)
     ticks = [2**i for i in range(int(math.log2(max_k)) + 1)]
     if ticks[-1] != max_k:
@@ -67,10 +74,9 @@ def plot_pass_at_k(checkpoints: Mapping[str, Mapping[str, Any]], path: Path, tit
     ax.set_ylim(*_FRACTION_LIMITS)
     ax.set_xlabel("K (samples)")
     ax.set_ylabel("Pass@K (fraction of problems)")
-    ax.set_title(f"Pass@K profile{' - ' + title if title else ''}")
+    ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return _save(fig, path)
 
 
 def plot_pareto(checkpoints: Mapping[str, Mapping[str, Any]], path: Path) -> Path:

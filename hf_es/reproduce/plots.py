@@ -3,12 +3,12 @@ Pass@1 vs Pass@K Pareto plot. Drift and threshold-sweep figures come from `hf_es
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..analysis.plots import _pyplot, _save
 from ..evaluation import pareto_front
+from ..evaluation.plots import style_pass_at_k_axes
 from .results import MethodResults
 
 __all__ = ["plot_pareto_spread", "plot_profile_spread"]
@@ -29,16 +29,7 @@ def plot_profile_spread(methods: Mapping[str, MethodResults], task: str, path: P
         if len(method.runs) > 1:
             ax.fill_between(ks, [curve[k].low for k in ks], [curve[k].high for k in ks], color=line.get_color(),
                             alpha=0.2, linewidth=0)  # fmt: skip
-    ax.set_xscale("log", base=2)
-    ticks = [2**i for i in range(int(math.log2(max_k)) + 1)]
-    ax.set_xticks(ticks, [str(t) for t in ticks])
-    ax.set_xlim(1, max(max_k, 2))
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("K (samples)")
-    ax.set_ylabel("Pass@K (fraction of problems)")
-    ax.set_title(f"Pass@K profile{' - ' + title if title else ''} (band: seed min-max)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    style_pass_at_k_axes(ax, max_k, f"Pass@K profile{' - ' + title if title else ''} (band: seed min-max)")
     return _save(fig, path)
 
 
