@@ -104,3 +104,20 @@ def test_generated_tasks_are_not_labelled_as_hub_datasets():
     assert dataset_ids("countdown") == ("countdown", "Countdown (generated)", None)
     assert dataset_ids("arithmetic")[0] == "arithmetic"
     assert dataset_ids("math-500") == ("HuggingFaceH4/MATH-500", "MATH-500", None)
+
+
+def test_trainer_card_records_the_noise_table_size_the_run_used(tmp_path):
+    from types import SimpleNamespace
+
+    from hf_es.es import NoiseTable
+    from hf_es.trainer.publishing import _recorded_hyperparameters
+
+    args = ESConfig(output_dir=str(tmp_path / "run"), report_to="none")
+    assert args.noise_table_size is None  # automatic: sized to the model when the centre is built
+    trainer = SimpleNamespace(args=args, backend=SimpleNamespace(centre=SimpleNamespace(noise=NoiseTable(size=2**22))))
+    assert _recorded_hyperparameters(trainer)["noise_table_size"] == 2**22
+    explicit = SimpleNamespace(
+        args=ESConfig(output_dir=str(tmp_path / "r2"), report_to="none", noise_table_size=2**23)
+    )
+    explicit.backend = trainer.backend
+    assert _recorded_hyperparameters(explicit)["noise_table_size"] == 2**23

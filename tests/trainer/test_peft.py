@@ -5,9 +5,10 @@ import json
 
 import pytest
 import torch
+from utils import make_args as shared_make_args
 from utils import prompt_dataset, tiny_llama, tiny_tokenizer
 
-from hf_es import ESConfig, ESTrainer
+from hf_es import ESTrainer
 from hf_es.trainer.adapters import adapter_summary
 
 peft = pytest.importorskip("peft")
@@ -20,23 +21,9 @@ def target_token_reward(completion_ids, **kwargs):
 
 
 def make_args(output_dir, **overrides):
-    values = dict(
-        output_dir=str(output_dir),
-        learning_rate=0.1,
-        population_size=6,
-        sigma=0.05,
-        per_device_train_batch_size=3,
-        num_generations=1,
-        max_completion_length=8,
-        max_steps=2,
-        report_to="none",
-        save_strategy="no",
-        seed=0,
-        disable_tqdm=True,
-        use_cpu=True,
-    )
-    values.update(overrides)
-    return ESConfig(**values)
+    """`tests/utils.make_args` with this module's settings, writing to `output_dir` itself."""
+    settings = dict(learning_rate=0.1, population_size=6, per_device_train_batch_size=3, max_completion_length=8)
+    return shared_make_args(output_dir, output_dir=str(output_dir), **{**settings, **overrides})
 
 
 def make_trainer(tmp_path, model=None, peft_config=None, reward_funcs=target_token_reward, **overrides):
