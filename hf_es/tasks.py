@@ -26,7 +26,8 @@ __all__ = [
     "reward_functions",
 ]
 
-# Generated tasks without named splits draw evaluation problems from a shifted seed, disjoint from training draws.
+# Generated arithmetic draws evaluation problems from a shifted seed: a different draw, but over a small operand range
+# the same problems recur; `held_out_fraction > 0` partitions the problems instead (disjoint splits).
 _EVAL_SEED_OFFSET = 1_000_003
 
 
@@ -34,7 +35,7 @@ def _load_arithmetic(split: str, num_samples: int | None, seed: int, **options: 
     from .data import load_arithmetic
 
     split_seed = seed if split == "train" else seed + _EVAL_SEED_OFFSET
-    return load_arithmetic(num_samples=num_samples or 256, seed=split_seed, **options)
+    return load_arithmetic(num_samples=num_samples or 256, seed=split_seed, split=split, **options)
 
 
 def _load_countdown(split: str, num_samples: int | None, seed: int, **options: Any) -> Dataset:
@@ -141,6 +142,7 @@ TASKS: dict[str, Task] = {
                 "operation": "arithmetic_operation",
                 "min_value": "arithmetic_min_value",
                 "max_value": "arithmetic_max_value",
+                "held_out_fraction": "arithmetic_held_out_fraction",
             },
         ),
         Task(
@@ -213,6 +215,8 @@ class TaskArguments:
         arithmetic_operation: `add`, `sub` or `mul` (arithmetic task).
         arithmetic_min_value: Smallest operand (arithmetic task).
         arithmetic_max_value: Largest operand (arithmetic task).
+        arithmetic_held_out_fraction: Share of the operand pairs reserved for evaluation splits (arithmetic task);
+            `0` draws both splits from every pair (they overlap when the operand range is small).
         system_prompt: Overrides the task's default system prompt (`""` removes it).
         dataset_path: Local file or folder to read a named task's raw rows from instead of the Hub (e.g. a DeepScaleR
             JSONL with `problem` and `answer` columns on a machine without network access).
@@ -229,6 +233,9 @@ class TaskArguments:
     arithmetic_operation: str = field(default="mul", metadata={"help": "add, sub or mul."})
     arithmetic_min_value: int = field(default=2, metadata={"help": "Smallest operand."})
     arithmetic_max_value: int = field(default=9, metadata={"help": "Largest operand."})
+    arithmetic_held_out_fraction: float = field(
+        default=0.0, metadata={"help": "Share of operand pairs kept for evaluation only (0: splits may overlap)."}
+    )
     system_prompt: str | None = field(default=None, metadata={"help": "Overrides the task's system prompt."})
     dataset_path: str | None = field(
         default=None, metadata={"help": "Local file/folder with the named task's raw rows (instead of the Hub)."}

@@ -45,6 +45,7 @@ def plan_commands(plan: ReproductionPlan, output_dir: str) -> str:
         f"# Paper {setting} setting: {plan.model}, {plan.target.describe()}; held-out {plan.heldout.describe()}.",
         f"# {plan.total_steps} updates per checkpoint, seeds {list(plan.seeds)}; M={plan.num_samples} at "
         f"T={plan.temperature}, up to {plan.max_new_tokens} new tokens.",
+        *([f"# Updates per checkpoint: {plan.total_steps_source}."] if plan.total_steps_source else []),
         "# Run from the root of the hf_es repository (recipes and accelerate configs are relative paths).",
         "set -euo pipefail",
         "",

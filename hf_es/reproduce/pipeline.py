@@ -268,7 +268,10 @@ class Pipeline:
 
 
 def _comparable(key: str, value: Any) -> Any:
-    # Recipes are compared by file name: the same run resumes from another checkout of the repository.
+    # Recipes are compared by file name: the same run resumes from another checkout of the repository; the source of
+    # the step count is a description, not a setting.
+    if key == "total_steps_source":
+        return None
     return Path(value).name if key.endswith("_recipe") and value else value
 
 

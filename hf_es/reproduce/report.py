@@ -193,7 +193,8 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         "",
         f"Model `{plan.model}`. Rewarded task: {plan.target.describe()}. Held-out task (never rewarded): "
         f"{plan.heldout.describe()}. Training seeds: {', '.join(map(str, plan.seeds))}. Every trained checkpoint "
-        f"gets {plan.total_steps} updates (compositions: {plan.half_steps} + {plan.total_steps - plan.half_steps}; "
+        f"gets {plan.total_steps} updates ({plan.total_steps_source or 'as configured'}; compositions: "
+        f"{plan.half_steps} + {plan.total_steps - plan.half_steps}; "
         "their first stage is the same-seed run's half-way checkpoint, whose tokens and wall time are counted "
         "pro rata). Recipes: `" + Path(plan.es_recipe).name + "`, `" + Path(plan.grpo_recipe).name + "`. "
         f"Evaluation: M={m} samples per problem at T={plan.temperature}, up to {plan.max_new_tokens} new tokens, "

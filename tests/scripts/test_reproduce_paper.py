@@ -94,7 +94,7 @@ def test_compositions_split_the_updates_and_start_from_the_half_way_checkpoint()
     assert runs["grpo_es_s3"].stages == (("grpo", 4), ("es", 5)) and runs["grpo_es_s3"].init_from == "grpo_s3"
     es_args = plan.stage_args("es", 3, 9, save_half=True)
     assert "--noise_seed 3" in es_args and "--save_steps 4" in es_args
-    assert "--arithmetic_operation mul --arithmetic_min_value 2 --arithmetic_max_value 19" in es_args
+    assert "--arithmetic_operation mul --arithmetic_min_value 2 --arithmetic_max_value 19 --arithmetic_held_out_fraction 0.25" in es_args
     assert "--save_steps" not in plan.stage_args("grpo", 3, 5, save_half=False)
 
 
