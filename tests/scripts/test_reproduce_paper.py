@@ -62,8 +62,16 @@ def test_paper_scale_writes_the_gpu_commands_of_every_stage(tmp_path):
         f"{tmp_path}/train/es_s{seed}/checkpoint-117" for seed in plan.seeds
     }
     assert "--execute --skip_training" in commands
+    assert "# Updates per checkpoint: the paper's: 2 epochs of GSM8K's 7,473 training problems" in commands
     hard = _run("--scale", "paper", "--setting", "hard", "--output_dir", str(tmp_path))
     assert "deepseek-r1-distill-qwen-1.5b_deepscaler_es.yaml" in hard.stdout
+    # an update count the paper does not give is labelled as the library's choice, and an override as such
+    assert "# Updates per checkpoint: this library's choice, not the paper's" in hard.stdout
+    overridden = _run("--scale", "paper", "--setting", "hard", "--total_steps", "50", "--output_dir", str(tmp_path))
+    assert (
+        "--max_steps 50" in overridden.stdout
+        and "# Updates per checkpoint: set on the command line" in overridden.stdout
+    )
 
 
 def test_report_has_every_section_before_any_stage_ran(tmp_path):
@@ -82,6 +90,8 @@ def test_a_different_plan_in_the_same_output_dir_is_refused(tmp_path):
     Pipeline(get_plan("smoke"), tmp_path).check_plan()
     with pytest.raises(ValueError, match="another plan.*total_steps"):
         Pipeline(get_plan("smoke", total_steps=4), tmp_path).check_plan()
+    # naming the scale's own step count on the command line resumes the same run (only its description differs)
+    Pipeline(get_plan("smoke", total_steps=get_plan("smoke").total_steps), tmp_path).check_plan()
 
 
 def test_compositions_split_the_updates_and_start_from_the_half_way_checkpoint():
@@ -94,7 +104,8 @@ def test_compositions_split_the_updates_and_start_from_the_half_way_checkpoint()
     assert runs["grpo_es_s3"].stages == (("grpo", 4), ("es", 5)) and runs["grpo_es_s3"].init_from == "grpo_s3"
     es_args = plan.stage_args("es", 3, 9, save_half=True)
     assert "--noise_seed 3" in es_args and "--save_steps 4" in es_args
-    assert "--arithmetic_operation mul --arithmetic_min_value 2 --arithmetic_max_value 19 --arithmetic_held_out_fraction 0.25" in es_args
+    task_args = "--arithmetic_operation mul --arithmetic_min_value 2 --arithmetic_max_value 19"
+    assert f"{task_args} --arithmetic_held_out_fraction 0.25" in es_args  # training never draws an evaluated pair
     assert "--save_steps" not in plan.stage_args("grpo", 3, 5, save_half=False)
 
 
