@@ -57,5 +57,5 @@ def plot_pareto_spread(methods: Mapping[str, MethodResults], task: str, k: int, 
     ax.set_ylabel(f"Pass@{k} (fraction of problems)")
     ax.set_title(f"Pass@1 vs Pass@{k} (mean over seeds, bars: min-max)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="lower right")  # Pass@k >= Pass@1: no point ever lies below the diagonal
     return _save(fig, path)
