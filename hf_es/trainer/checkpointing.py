@@ -55,6 +55,7 @@ STAGING_PREFIX = f"_tmp-{PREFIX_CHECKPOINT_DIR}-"
 _OLD_PREFIX = "_old-"
 _CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 RESUME_FIELDS = (
+    "es_target_modules",
     "perturbation",
     "perturbation_rank",
     "low_rank_non_matrix_noise",

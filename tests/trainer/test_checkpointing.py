@@ -57,3 +57,15 @@ def test_es_state_round_trip_and_missing_master(tmp_path):
     ckpt.save_es_state(str(tmp_path), state, None, master_omitted=True)
     loaded, loaded_master = ckpt.load_es_state(str(tmp_path))
     assert loaded_master is None and loaded["fp32_master_omitted"] and os.listdir(tmp_path) == ["es_state.json"]
+
+
+def test_resume_settings_name_what_the_perturbation_covers(tmp_path):
+    from hf_es import ESConfig
+
+    def settings(**overrides):
+        return ckpt.resume_settings(ESConfig(output_dir=str(tmp_path), report_to="none", **overrides))
+
+    everything, attention = settings(), settings(es_target_modules=["q_proj", "v_proj"])
+    assert everything["es_target_modules"] is None
+    assert attention["es_target_modules"] == "['q_proj', 'v_proj']"  # JSON-safe, compared on resume
+    assert {name for name in everything if everything[name] != attention[name]} == {"es_target_modules"}
