@@ -48,7 +48,8 @@ def test_card_records_task_rewards_command_and_scores(tmp_path, monkeypatch):
     text = str(build_model_card(base_model=BASE, hyperparameters=hyperparameters, log_history=LOG_HISTORY, run=run))
     # task: generator and its parameters, not a Hub dataset
     assert "generated locally by `hf_es.data.load_arithmetic`" in text
-    assert "arithmetic_operation=mul, arithmetic_min_value=2, arithmetic_max_value=9, arithmetic_held_out_fraction=0, seed=0" in text
+    parameters = "arithmetic_operation=mul, arithmetic_min_value=2, arithmetic_max_value=9"
+    assert f"{parameters}, arithmetic_held_out_fraction=0, seed=0" in text
     assert "Training problems: 2048" in text and "Evaluation: 128 problems of `arithmetic` split `test`" in text
     assert "huggingface.co/datasets" not in text
     # rewards and weights
