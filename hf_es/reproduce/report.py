@@ -163,7 +163,40 @@ def _paper_section(methods: dict[str, MethodResults], drift: dict[str, Any], pla
         f"- ES/GRPO relative-L2 ratio: paper {low}–{high}×, here {Spread.of(ratios).fmt(1, 1)}×.",
         f"- ES nonzero updates with |Δθ| ≤ τ={ref['tau']:g}: paper {s_low}–{s_high}%, here "
         f"{Spread.of(sparsity).fmt(100, 1)}%.",
+        "",
+        "The paper's comparisons, checked on these numbers (rewarded task unless named; *seeds apart*: the two "
+        f"methods' ranges over seeds do not overlap; one problem is {100 / plan.target.num_problems:.1f} points of the "
+        f"rewarded task and {100 / plan.heldout.num_problems:.1f} of the held-out one):",
+        "",
+        *_claims(methods, m),
     ]
+    return lines
+
+
+def _claims(methods: dict[str, MethodResults], m: int) -> list[str]:
+    """One line per claim of the paper: which method is ahead here, by how much, and whether the seeds agree."""
+    claims = [
+        ("GRPO wins Pass@1 over ES", "grpo", "es", "target", 1),
+        (f"ES keeps more coverage than GRPO (Pass@{m})", "es", "grpo", "target", m),
+        (f"ES keeps the base model's coverage (Pass@{m})", "es", "base", "target", m),
+        (f"GRPO keeps the base model's coverage (Pass@{m})", "grpo", "base", "target", m),
+        (f"ES forgets no more than GRPO on the held-out task (Pass@{m})", "es", "grpo", "heldout", m),
+    ]
+    lines = []
+    for claim, first, second, task, k in claims:
+        a, b = (methods[key].metric(task, "pass@k", k) for key in (first, second))
+        if a.mean is None or b.mean is None:
+            lines.append(f"- {claim}: not measured yet.")
+            continue
+        difference = 100 * (a.mean - b.mean)
+        verdict = "yes" if difference > 0 else ("tie" if difference == 0 else "no")
+        if claim.startswith("ES forgets") or " keeps the base" in claim:  # "no worse than" claims: a tie holds
+            verdict = "yes" if difference >= 0 else "no"
+        apart = "seeds apart" if a.low > b.high or b.low > a.high else "seeds overlap"
+        lines.append(
+            f"- {claim}: **{verdict}** — {methods[first].label} {100 * a.mean:.1f} vs {methods[second].label} "
+            f"{100 * b.mean:.1f} ({difference:+.1f} points; {apart})."
+        )
     return lines
 
 

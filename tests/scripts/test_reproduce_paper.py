@@ -144,3 +144,29 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     stage_lines = [line for line in again.stderr.splitlines() if "[reproduce" in line]
     assert stage_lines and all("skipped" in line for line in stage_lines), stage_lines
     assert not any(": running" in line for line in again.stderr.splitlines())
+
+
+def test_the_paper_claims_are_judged_from_the_numbers_with_their_seed_spread():
+    from hf_es.reproduce.report import _claims
+    from hf_es.reproduce.results import MethodResults
+
+    def method(key, label, target_pass1, target_pass32, heldout_pass32):
+        summaries = {
+            "target": [{"pass@k": {"1": p1, "32": p32}} for p1, p32 in zip(target_pass1, target_pass32)],
+            "heldout": [{"pass@k": {"32": value}} for value in heldout_pass32],
+        }
+        return MethodResults(key, label, [key], summaries)
+
+    methods = {
+        "base": method("base", "Base", [0.2], [0.6], [0.9]),
+        "es": method("es", "ES", [0.21, 0.23], [0.62, 0.66], [0.9, 0.9]),
+        "grpo": method("grpo", "GRPO", [0.30, 0.36], [0.50, 0.63], [0.8, 0.9]),
+    }
+    lines = dict(line.removeprefix("- ").split(": ", 1) for line in _claims(methods, 32))
+    assert lines["GRPO wins Pass@1 over ES"].startswith("**yes** — GRPO 33.0 vs ES 22.0 (+11.0 points; seeds apart)")
+    assert lines["ES keeps more coverage than GRPO (Pass@32)"].endswith("(+7.5 points; seeds overlap).")
+    assert lines["GRPO keeps the base model's coverage (Pass@32)"].startswith("**no** — GRPO 56.5 vs Base 60.0")
+    assert lines["ES forgets no more than GRPO on the held-out task (Pass@32)"].startswith("**yes**")
+    # a method that has not been evaluated yet is said so, not judged
+    methods["grpo"] = MethodResults("grpo", "GRPO", ["grpo_s0"])
+    assert "GRPO wins Pass@1 over ES: not measured yet." in "\n".join(_claims(methods, 32))
