@@ -162,16 +162,39 @@ def plot_layer_ratio(
 
 
 def plot_threshold_sweep(
-    rows: Sequence[Mapping[str, Any]], path: str | Path, *, ylabel: str = "target-task accuracy"
+    rows: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    *,
+    ylabel: str = "target-task accuracy",
+    baseline: float | None = None,
 ) -> Path:
-    """Accuracy of magnitude-thresholded checkpoints against update sparsity (rows of [`threshold_sweep`])."""
+    """Accuracy of magnitude-thresholded checkpoints against update sparsity (rows of [`threshold_sweep`]).
+
+    Args:
+        rows: The sweep's rows (`tau`, `update_sparsity`, `accuracy`).
+        path: Where the PNG goes.
+        ylabel: Label of the accuracy axis.
+        baseline: The base model's accuracy on the same problems, drawn as a dashed line (what resetting every
+            update gives), so a zoomed axis cannot make a small gain look large.
+
+    Returns:
+        The PNG's path.
+    """
     plt = _pyplot()
     rows = sorted(rows, key=lambda r: r["update_sparsity"])
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [100 * r["update_sparsity"] for r in rows]
-    ax.plot(xs, [r["accuracy"] for r in rows], marker="o")
+    ax.plot(xs, [r["accuracy"] for r in rows], marker="o", label="thresholded checkpoint")
     for x, r in zip(xs, rows):
         ax.annotate(f"τ={r['tau']:g}", (x, r["accuracy"]), fontsize=7, textcoords="offset points", xytext=(2, 4))
+    if baseline is not None:
+        ax.axhline(baseline, color="gray", linestyle="--", linewidth=1, label="base model")
     return _finish(
-        fig, ax, path, "update sparsity s_τ (% of nonzero updates reset)", ylabel, "Accuracy vs update sparsity", False
+        fig,
+        ax,
+        path,
+        "update sparsity s_τ (% of nonzero updates reset)",
+        ylabel,
+        "Accuracy vs update sparsity",
+        baseline is not None,
     )

@@ -111,7 +111,7 @@ def _top_types(report: DriftReport) -> str:
     return ", ".join(f"{kind} {count}" for kind, count in ranked) or "n/a"
 
 
-def _sweep_section(root: Path, figures: Path, plan: ReproductionPlan) -> list[str]:
+def _sweep_section(root: Path, figures: Path, plan: ReproductionPlan, base: MethodResults) -> list[str]:
     sweep = load_sweep(root)
     if sweep is None:
         return ["The threshold sweep has not run yet."]
@@ -129,7 +129,14 @@ def _sweep_section(root: Path, figures: Path, plan: ReproductionPlan) -> list[st
             f"| {row['tau']:g} | {100 * row['update_sparsity']:.1f}% | {100 * row['accuracy']:.1f}% | "
             f"{100 * metrics.get(f'pass@{plan.num_samples}', float('nan')):.1f}% |"
         )
-    figure = drift_plots.plot_threshold_sweep(rows, figures / "threshold_sweep.png", ylabel="target Pass@1")
+    # The base model's evaluation is the end point of the sweep (every update reset) when it scored the same problems.
+    baseline = base.metric("target", "pass@k", 1).mean if plan.sweep_problems == plan.target.num_problems else None
+    if baseline is not None:
+        base_pass_m = base.metric("target", "pass@k", plan.num_samples).mean
+        lines.append(f"| base (every update reset) | 100.0% | {100 * baseline:.1f}% | {100 * base_pass_m:.1f}% |")
+    figure = drift_plots.plot_threshold_sweep(
+        rows, figures / "threshold_sweep.png", ylabel="target Pass@1", baseline=baseline
+    )
     return lines + ["", f"![threshold sweep](figures/{figure.name})"]
 
 
@@ -258,7 +265,7 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         "",
         SECTIONS[5],
         "",
-        *_sweep_section(root, figures, plan),
+        *_sweep_section(root, figures, plan, methods["base"]),
         "",
         SECTIONS[6],
         "",

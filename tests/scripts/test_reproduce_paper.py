@@ -135,6 +135,11 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
         assert re.search(rf"^\| {seed} \| \d", report, re.MULTILINE), "drift row of every seed"
     sweep = json.loads((out / "sweep" / "es_s0" / "sweep.json").read_text())
     assert [row["tau"] for row in sweep] == [0.0, *plan.sweep_taus]
+    # the sweep ends at the base model (every update reset), measured on the same problems
+    base_pass1 = json.loads((out / "eval" / "base" / "target.json").read_text())
+    base_pass1 = next(iter(base_pass1["checkpoints"].values()))["summary"]["pass@k"]["1"]
+    assert f"| base (every update reset) | 100.0% | {100 * base_pass1:.1f}% |" in report
+    assert len(re.findall(r"^- .*: \*\*(yes|no|tie)\*\* — ", report, re.MULTILINE)) == 5  # the paper's claims
     for name in ("pass_at_k_target", "pareto_target", "pass_at_k_heldout", "drift_by_module_type", "threshold_sweep"):
         figure = out / "figures" / f"{name}.png"
         assert figure.stat().st_size > 1000 and f"figures/{name}.png" in report
