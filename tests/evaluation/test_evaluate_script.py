@@ -254,7 +254,10 @@ def test_script_evaluates_the_demo_arithmetic_task_with_a_tiny_model(script, tmp
     [
         (["--model", "m", "--dataset", "no_such_task"], "unknown task 'no_such_task'"),
         (["--model", "./missing_folder", "--dataset", "arithmetic"], "model folder ./missing_folder does not exist"),
-        (["--model", "m", "--dataset", "arithmetic", "--task_option", "bogus=1"], "takes ['arithmetic_held_out_fraction', 'arithmetic_max_value'"),
+        (
+            ["--model", "m", "--dataset", "arithmetic", "--task_option", "bogus=1"],
+            "takes ['arithmetic_held_out_fraction', 'arithmetic_max_value'",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(script, tmp_path, capsys, argv, message):
