@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -122,6 +123,14 @@ def load_source(
             logger.warning("Could not load %s from the Hub (%s); using the copy shipped with hf_es.", name, e)
             return read_jsonl(local_copy)
         raise
+
+
+def hashed_split(key: str, held_out_fraction: float) -> str:
+    """`"test"` or `"train"` for a problem identified by `key`: a stable hash of the key maps it to [0, 1), and the
+    first `held_out_fraction` of that interval is the held-out split. Independent of any generator state, so the
+    same problem always lands in the same split."""
+    bucket = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") / 2**64
+    return "test" if bucket < held_out_fraction else "train"
 
 
 def build_messages(user: str, system_prompt: str | None = None, instruction: str | None = None) -> list[dict]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import random
 
 from datasets import Dataset
 
-from ._common import build_messages
+from ._common import build_messages, hashed_split
 
 __all__ = ["arithmetic_split_of", "load_arithmetic"]
 
@@ -23,10 +22,8 @@ def arithmetic_split_of(a: int, b: int, operation: str, held_out_fraction: float
     problems avoid every evaluation seed's; `a * b` and `b * a` (and `+`) fall in the same split, since they are the
     same fact.
     """
-    operands = sorted((a, b)) if operation in _COMMUTATIVE else (a, b)
-    key = f"{operation}|{operands[0]}|{operands[1]}".encode()
-    bucket = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
-    return "test" if bucket < held_out_fraction else "train"
+    first, second = sorted((a, b)) if operation in _COMMUTATIVE else (a, b)
+    return hashed_split(f"{operation}|{first}|{second}", held_out_fraction)
 
 
 def load_arithmetic(
@@ -72,7 +69,9 @@ def load_arithmetic(
     rng = random.Random(seed)
     if held_out_fraction > 0:
         pairs = _split_pairs(operation, min_value, max_value, split or "train", held_out_fraction)
-        operands = [pair for _ in range(-(-num_samples // len(pairs))) for pair in rng.sample(pairs, len(pairs))]
+        operands = []
+        while len(operands) < num_samples:  # every pair once per round, each round in a fresh order
+            operands += rng.sample(pairs, len(pairs))
     else:
         values = (min_value, max_value)
         operands = [(rng.randint(*values), rng.randint(*values)) for _ in range(num_samples)]

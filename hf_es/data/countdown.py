@@ -8,14 +8,13 @@ hash, independently of how many problems each split asks for.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from datasets import Dataset
 
-from ._common import finalize
+from ._common import finalize, hashed_split
 
 __all__ = [
     "COUNTDOWN_DIFFICULTIES",
@@ -62,9 +61,7 @@ _SPLITS = ("train", "test")
 
 def countdown_split_of(nums: Sequence[int], target: int, seed: int = 0, held_out_fraction: float = 0.1) -> str:
     """The split (`"train"` or `"test"`) a problem belongs to: a stable hash of (sorted numbers, target, seed)."""
-    key = f"{seed}|{','.join(str(n) for n in sorted(nums))}|{target}".encode()
-    bucket = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") / 2**64
-    return "test" if bucket < held_out_fraction else "train"
+    return hashed_split(f"{seed}|{','.join(str(n) for n in sorted(nums))}|{target}", held_out_fraction)
 
 
 def _random_problem(rng: random.Random, difficulty: CountdownDifficulty) -> tuple[list[int], int, str] | None:
