@@ -183,7 +183,8 @@ class ReproductionPlan:
 
 # Multiplication of numbers in 2..19: neither at floor nor at ceiling for SmolLM2-135M (docs/reproduce_cpu_results.md
 # has the measurement). Its 324 operand pairs are few, so a quarter of them (93) is kept for evaluation only.
-_TARGET_OPTIONS = {"operation": "mul", "min_value": 2, "max_value": 19, "held_out_fraction": 0.25}
+_CPU_TARGET = TaskSpec("arithmetic", {"operation": "mul", "min_value": 2, "max_value": 19, "held_out_fraction": 0.25})
+_CPU_HELDOUT = TaskSpec("arithmetic", {"operation": "add", "min_value": 2, "max_value": 9})
 
 
 def _cpu_plan() -> ReproductionPlan:
@@ -195,10 +196,12 @@ def _cpu_plan() -> ReproductionPlan:
         es_recipe=str(RECIPES / "smollm2_cpu_paper_es.yaml"),
         grpo_recipe=str(RECIPES / "smollm2_cpu_paper_grpo.yaml"),
         total_steps=10,
-        total_steps_source="the paper's 234 cut to what 2 CPU cores run, with both seeds and every stage, in about 75 minutes",
+        total_steps_source=(
+            "the paper's 234 cut to what 2 CPU cores run, with both seeds and every stage, in about 75 minutes"
+        ),
         seeds=(0, 1),
-        target=TaskSpec("arithmetic", _TARGET_OPTIONS, num_problems=32),
-        heldout=TaskSpec("arithmetic", {"operation": "add", "min_value": 2, "max_value": 9}, num_problems=16),
+        target=dataclasses.replace(_CPU_TARGET, num_problems=32),
+        heldout=dataclasses.replace(_CPU_HELDOUT, num_problems=16),
         max_new_tokens=12,
         sweep_taus=(5e-4, 1.5e-3, 3e-3),
         sweep_problems=32,
@@ -212,8 +215,8 @@ def _smoke_plan() -> ReproductionPlan:
         _cpu_plan(),
         scale="smoke",
         total_steps=2,
-        target=TaskSpec("arithmetic", _TARGET_OPTIONS, num_problems=4),
-        heldout=TaskSpec("arithmetic", {"operation": "add", "min_value": 2, "max_value": 9}, num_problems=4),
+        target=dataclasses.replace(_CPU_TARGET, num_problems=4),
+        heldout=dataclasses.replace(_CPU_HELDOUT, num_problems=4),
         num_samples=4,
         max_new_tokens=4,
         sweep_taus=(1.5e-3,),
@@ -224,26 +227,30 @@ def _smoke_plan() -> ReproductionPlan:
     )
 
 
-def _paper_plan(setting: str) -> ReproductionPlan:
-    """The paper's easy (Qwen2.5-1.5B-Instruct, GSM8K) and hard (DeepSeek-R1-Distill-Qwen-1.5B, DeepScaleR ->
-    MATH-500) settings, 2 epochs of 64 prompts per update (234 updates on GSM8K)."""
-    if setting == "easy":
-        return ReproductionPlan(
-            scale="paper-easy",
-            model="Qwen/Qwen2.5-1.5B-Instruct",
-            es_recipe=str(RECIPES / "qwen2.5-1.5b-instruct_gsm8k_es.yaml"),
-            grpo_recipe=str(RECIPES / "qwen2.5-1.5b-instruct_gsm8k_grpo.yaml"),
-            total_steps=234,
-            total_steps_source="the paper's: 2 epochs of GSM8K's 7,473 training problems at 64 prompts per update",
-            seeds=(0, 1),
-            target=TaskSpec("gsm8k", num_problems=1319),
-            heldout=TaskSpec("math500", num_problems=500),
-            max_new_tokens=2048,
-            sweep_problems=1319,
-            es_launcher="accelerate launch --config_file accelerate_configs/multi_gpu.yaml",
-            grpo_launcher="accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml",
-        )
+def _paper_easy_plan() -> ReproductionPlan:
+    """The paper's easy setting: Qwen2.5-1.5B-Instruct on GSM8K, 2 epochs of 64 prompts per update."""
     return ReproductionPlan(
+        scale="paper-easy",
+        model="Qwen/Qwen2.5-1.5B-Instruct",
+        es_recipe=str(RECIPES / "qwen2.5-1.5b-instruct_gsm8k_es.yaml"),
+        grpo_recipe=str(RECIPES / "qwen2.5-1.5b-instruct_gsm8k_grpo.yaml"),
+        total_steps=234,
+        total_steps_source="the paper's: 2 epochs of GSM8K's 7,473 training problems at 64 prompts per update",
+        seeds=(0, 1),
+        target=TaskSpec("gsm8k", num_problems=1319),
+        heldout=TaskSpec("math500", num_problems=500),
+        max_new_tokens=2048,
+        sweep_problems=1319,
+        es_launcher="accelerate launch --config_file accelerate_configs/multi_gpu.yaml",
+        grpo_launcher="accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml",
+    )
+
+
+def _paper_hard_plan() -> ReproductionPlan:
+    """The paper's hard setting: DeepSeek-R1-Distill-Qwen-1.5B trained on DeepScaleR, evaluated on MATH-500, sampled
+    rollouts up to 8,192 tokens; the easy setting's seeds, launchers and evaluation otherwise."""
+    return dataclasses.replace(
+        _paper_easy_plan(),
         scale="paper-hard",
         model="deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
         es_recipe=str(RECIPES / "deepseek-r1-distill-qwen-1.5b_deepscaler_es.yaml"),
@@ -253,18 +260,16 @@ def _paper_plan(setting: str) -> ReproductionPlan:
             "this library's choice, not the paper's (its hard-setting update count is not restated here): near the "
             "easy setting's 234, fewer because rollouts are 4x longer; pass --total_steps to match your budget"
         ),
-        seeds=(0, 1),
         target=TaskSpec("math500", num_problems=500),
         heldout=TaskSpec("gsm8k", num_problems=1319),
         greedy=False,
         max_new_tokens=8192,
         sweep_problems=500,
-        es_launcher="accelerate launch --config_file accelerate_configs/multi_gpu.yaml",
-        grpo_launcher="accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml",
     )
 
 
-SCALES = ("cpu", "smoke", "paper-easy", "paper-hard")
+_BUILDERS = {"cpu": _cpu_plan, "smoke": _smoke_plan, "paper-easy": _paper_easy_plan, "paper-hard": _paper_hard_plan}
+SCALES = tuple(_BUILDERS)
 
 
 def get_plan(scale: str, **overrides: Any) -> ReproductionPlan:
@@ -273,10 +278,8 @@ def get_plan(scale: str, **overrides: Any) -> ReproductionPlan:
     Raises:
         ValueError: For an unknown scale or field.
     """
-    builders = {"cpu": _cpu_plan, "smoke": _smoke_plan, "paper-easy": lambda: _paper_plan("easy")}
-    builders["paper-hard"] = lambda: _paper_plan("hard")
-    if scale not in builders:
-        raise ValueError(f"Unknown scale {scale!r}; choose one of {list(builders)}.")
+    if scale not in _BUILDERS:
+        raise ValueError(f"Unknown scale {scale!r}; choose one of {list(_BUILDERS)}.")
     fields = {f.name for f in dataclasses.fields(ReproductionPlan)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
@@ -284,4 +287,4 @@ def get_plan(scale: str, **overrides: Any) -> ReproductionPlan:
     overrides = {key: value for key, value in overrides.items() if value is not None}
     if "total_steps" in overrides:
         overrides.setdefault("total_steps_source", "set on the command line")
-    return dataclasses.replace(builders[scale](), **overrides)
+    return dataclasses.replace(_BUILDERS[scale](), **overrides)
