@@ -182,23 +182,25 @@ def _paper_section(methods: dict[str, MethodResults], drift: dict[str, Any], pla
 
 def _claims(methods: dict[str, MethodResults], m: int) -> list[str]:
     """One line per claim of the paper: which method is ahead here, by how much, and whether the seeds agree."""
+    # (claim, first, second, task, K, whether a tie holds: "keeps" / "no more than" claims are "not worse than")
     claims = [
-        ("GRPO wins Pass@1 over ES", "grpo", "es", "target", 1),
-        (f"ES keeps more coverage than GRPO (Pass@{m})", "es", "grpo", "target", m),
-        (f"ES keeps the base model's coverage (Pass@{m})", "es", "base", "target", m),
-        (f"GRPO keeps the base model's coverage (Pass@{m})", "grpo", "base", "target", m),
-        (f"ES forgets no more than GRPO on the held-out task (Pass@{m})", "es", "grpo", "heldout", m),
+        ("GRPO wins Pass@1 over ES", "grpo", "es", "target", 1, False),
+        (f"ES keeps more coverage than GRPO (Pass@{m})", "es", "grpo", "target", m, False),
+        (f"ES keeps the base model's coverage (Pass@{m})", "es", "base", "target", m, True),
+        (f"GRPO keeps the base model's coverage (Pass@{m})", "grpo", "base", "target", m, True),
+        (f"ES forgets no more than GRPO on the held-out task (Pass@{m})", "es", "grpo", "heldout", m, True),
     ]
     lines = []
-    for claim, first, second, task, k in claims:
+    for claim, first, second, task, k, tie_holds in claims:
         a, b = (methods[key].metric(task, "pass@k", k) for key in (first, second))
         if a.mean is None or b.mean is None:
             lines.append(f"- {claim}: not measured yet.")
             continue
         difference = 100 * (a.mean - b.mean)
-        verdict = "yes" if difference > 0 else ("tie" if difference == 0 else "no")
-        if claim.startswith("ES forgets") or " keeps the base" in claim:  # "no worse than" claims: a tie holds
-            verdict = "yes" if difference >= 0 else "no"
+        if difference == 0:
+            verdict = "yes" if tie_holds else "tie"
+        else:
+            verdict = "yes" if difference > 0 else "no"
         apart = "seeds apart" if a.low > b.high or b.low > a.high else "seeds overlap"
         lines.append(
             f"- {claim}: **{verdict}** — {methods[first].label} {100 * a.mean:.1f} vs {methods[second].label} "
