@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._io import write_text_atomic
 from ..metrics.estimators import estimate_pass_at_k
 
 __all__ = [
@@ -97,11 +98,7 @@ def load_results(path: Path) -> dict[str, Any]:
 
 def save_results(results: Mapping[str, Any], path: Path) -> None:
     """Writes the JSON atomically (a crash never leaves a truncated file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    with open(tmp, "w") as handle:
-        json.dump(results, handle, indent=1)
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(results, indent=1))
 
 
 def check_resume(entry: dict[str, Any], settings: Mapping[str, Any], name: str, overwrite: bool) -> dict[str, Any]:

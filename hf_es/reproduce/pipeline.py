@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._io import write_text_atomic
 from ..evaluation import PassAtKConfig, evaluate_checkpoint, load_problems, load_results, summary_line
 from ..models import resolve_model_name_or_path
 from .budget import generated_tokens
@@ -43,11 +44,7 @@ TrainFn = Callable[..., dict[str, Any]]
 
 def write_json(path: Path, data: Any) -> Path:
     """Writes JSON atomically (a crash never leaves a truncated file that would count as a finished stage)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 @dataclass

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .._io import write_text_atomic
 from ..analysis import DriftReport
 from ..analysis import plots as drift_plots
 from .plan import PAPER_REFERENCE, ReproductionPlan
@@ -274,11 +275,7 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         *_paper_section(methods, drift, plan),
         "",
     ]
-    path = root / "report.md"
-    tmp = path.with_name("report.md.tmp")
-    tmp.write_text("\n".join(lines))
-    tmp.replace(path)
-    return path
+    return write_text_atomic(root / "report.md", "\n".join(lines))
 
 
 def _figure(plot: Any, methods: dict[str, MethodResults], *args: Any) -> str:
