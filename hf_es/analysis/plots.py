@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._plotting import pyplot, save_figure
+
 if TYPE_CHECKING:
     from .report import DriftReport
 
@@ -22,24 +24,6 @@ __all__ = [
 Labelled = Mapping[str, "DriftReport"]
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
-    return path
-
-
 def _finish(fig: Any, ax: Any, path: str | Path, xlabel: str, ylabel: str, title: str, legend: bool = True) -> Path:
     """Labels the axes, adds the legend and saves the figure."""
     ax.set_xlabel(xlabel)
@@ -47,7 +31,7 @@ def _finish(fig: Any, ax: Any, path: str | Path, xlabel: str, ylabel: str, title
     ax.set_title(title)
     if legend:
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _as_labelled(reports: DriftReport | Labelled) -> Labelled:
@@ -64,7 +48,7 @@ def plot_delta_histogram(
         path (`str` or `Path`): Output PNG.
         taus (`Sequence[float]`, *optional*): Thresholds drawn as vertical lines.
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     lo, hi = math.inf, -math.inf
     for label, report in _as_labelled(reports).items():
@@ -92,7 +76,7 @@ def plot_delta_histogram(
 
 def plot_sparsity_curve(reports: DriftReport | Labelled, path: str | Path) -> Path:
     """Update sparsity `s_tau` against tau (log axis), one curve per report."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, report in _as_labelled(reports).items():
         taus = sorted(report.update_sparsity)
@@ -105,7 +89,7 @@ def plot_sparsity_curve(reports: DriftReport | Labelled, path: str | Path) -> Pa
 
 def plot_layer_distance(reports: DriftReport | Labelled, path: str | Path) -> Path:
     """Grouped bars of the relative L2 distance of each transformer block."""
-    plt = _pyplot()
+    plt = pyplot()
     reports = _as_labelled(reports)
     layers = sorted({layer for report in reports.values() for layer in report.per_layer})
     fig, ax = plt.subplots(figsize=(max(6, 0.25 * len(layers) * len(reports)), 4))
@@ -118,12 +102,12 @@ def plot_layer_distance(reports: DriftReport | Labelled, path: str | Path) -> Pa
     ax.set_yscale("log" if len(reports) > 1 else "linear")
     ax.set_title("Relative L2 distance per layer")
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_module_type_distance(reports: DriftReport | Labelled, path: str | Path) -> Path:
     """Grouped bars of the relative L2 distance per module type (embeddings, attention, MLP, norms, LM head...)."""
-    plt = _pyplot()
+    plt = pyplot()
     reports = _as_labelled(reports)
     kinds = sorted({kind for report in reports.values() for kind in report.per_module_type})
     fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(kinds)), 4))
@@ -136,14 +120,14 @@ def plot_module_type_distance(reports: DriftReport | Labelled, path: str | Path)
     ax.set_yscale("log" if len(reports) > 1 else "linear")
     ax.set_title("Relative L2 distance per module type")
     ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_layer_ratio(
     report: DriftReport, other: DriftReport, path: str | Path, *, labels: tuple[str, str] = ("ES", "GRPO")
 ) -> Path:
     """Per-layer ratio of relative L2 distances `report / other` (e.g. ES / GRPO) with the whole-model ratio."""
-    plt = _pyplot()
+    plt = pyplot()
     layers = sorted(set(report.per_layer) & set(other.per_layer))
     ratios = []
     for layer in layers:
@@ -158,7 +142,7 @@ def plot_layer_ratio(
     ax.set_xlabel("layer")
     ax.set_ylabel(f"relative L2 ratio {labels[0]} / {labels[1]}")
     ax.set_title(f"Drift ratio {labels[0]} / {labels[1]} per layer")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_threshold_sweep(
@@ -180,7 +164,7 @@ def plot_threshold_sweep(
     Returns:
         The PNG's path.
     """
-    plt = _pyplot()
+    plt = pyplot()
     rows = sorted(rows, key=lambda r: r["update_sparsity"])
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [100 * r["update_sparsity"] for r in rows]

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plotting import pyplot, save_figure
+
 __all__ = ["checkpoint_label", "pareto_front", "plot_pareto", "plot_pass_at_k", "plot_results"]
 
 # Fractions live in [0, 1]; a little head-room keeps markers at 1.0 inside the frame, and none is added below 0.
@@ -38,18 +40,9 @@ def checkpoint_label(name: str) -> str:
     return name
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_pass_at_k(checkpoints: Mapping[str, Mapping[str, Any]], path: Path, title: str = "") -> Path:
     """Pass@K against K (log2 axis), one curve per checkpoint; y is the fraction of problems, from 0 to 1."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     max_k = 1
     for name, entry in checkpoints.items():
@@ -58,7 +51,7 @@ def plot_pass_at_k(checkpoints: Mapping[str, Mapping[str, Any]], path: Path, tit
         max_k = max(max_k, ks[-1])
         ax.plot(ks, [curve[str(k)] for k in ks], marker="o", markersize=3, label=checkpoint_label(name), clip_on=False)
     style_pass_at_k_axes(ax, max_k, f"Pass@K profile{' - ' + title if title else ''}")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def style_pass_at_k_axes(ax: Any, max_k: int, title: str) -> None:
@@ -85,7 +78,7 @@ def plot_pareto(checkpoints: Mapping[str, Mapping[str, Any]], path: Path) -> Pat
     Checkpoints are numbered; points that coincide (e.g. every value 0) share one label such as `1,2`, so labels
     never overlap, and the legend maps numbers to names.
     """
-    plt = _pyplot()
+    plt = pyplot()
     names = list(checkpoints)
     common_max = min(int(max(entry["summary"]["pass@k"], key=int)) for entry in checkpoints.values())
     targets = sorted({k for k in (16, 32) if k <= common_max} or {common_max})
@@ -115,14 +108,7 @@ def plot_pareto(checkpoints: Mapping[str, Mapping[str, Any]], path: Path) -> Pat
         ax.set_title(f"Pass@1 vs Pass@{k} (stars: Pareto-optimal)")
         ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="lower right")
-    return _save(fig, path)
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    _pyplot().close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_results(results: Mapping[str, Any], output_dir: Path) -> list[Path]:

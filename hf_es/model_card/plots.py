@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plotting import pyplot, save_figure
+
 __all__ = ["plot_reward_curve"]
 
 
@@ -26,12 +28,7 @@ def plot_reward_curve(
     evals = [(e["step"], e[eval_key]) for e in log_history if eval_key in e and "step" in e]
     if not train and not evals:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = pyplot().subplots(figsize=(6, 4))
     if train:
         steps = [s for s, _, _ in train]
         values = [v for _, v, _ in train]
@@ -50,9 +47,4 @@ def plot_reward_curve(
     ax.set_ylabel("reward")
     ax.set_title("Reward during ES training")
     ax.legend()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

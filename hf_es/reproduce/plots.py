@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..analysis.plots import _pyplot, _save
+from .._plotting import pyplot, save_figure
 from ..evaluation import pareto_front
 from ..evaluation.plots import style_pass_at_k_axes
 from .results import MethodResults
@@ -16,7 +16,7 @@ __all__ = ["plot_pareto_spread", "plot_profile_spread"]
 
 def plot_profile_spread(methods: Mapping[str, MethodResults], task: str, path: Path, title: str = "") -> Path:
     """Mean Pass@K against K (log2 axis) per method, the band spanning the seeds' min to max."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     max_k = 1
     for method in methods.values():
@@ -30,12 +30,12 @@ def plot_profile_spread(methods: Mapping[str, MethodResults], task: str, path: P
             ax.fill_between(ks, [curve[k].low for k in ks], [curve[k].high for k in ks], color=line.get_color(),
                             alpha=0.2, linewidth=0)  # fmt: skip
     style_pass_at_k_axes(ax, max_k, f"Pass@K profile{' - ' + title if title else ''} (band: seed min-max)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_pareto_spread(methods: Mapping[str, MethodResults], task: str, k: int, path: Path) -> Path:
     """Pass@1 against Pass@k per method (mean over seeds, bars: seed min-max); Pareto-optimal means starred."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 4.6))
     points, labels, spreads = [], [], []
     for method in methods.values():
@@ -58,4 +58,4 @@ def plot_pareto_spread(methods: Mapping[str, MethodResults], task: str, k: int, 
     ax.set_title(f"Pass@1 vs Pass@{k} (mean over seeds, bars: min-max)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")  # Pass@k >= Pass@1: no point ever lies below the diagonal
-    return _save(fig, path)
+    return save_figure(fig, path)
