@@ -34,13 +34,12 @@ from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.evaluation import evaluate_rewards
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend
 from hf_es.model_card import plot_reward_curve
-from hf_es.models import base_model_id
+from hf_es.model_card.lineage import training_lineage, write_lineage
+from hf_es.model_card.sections import lineage_text
 from hf_es.prompts import prompt_texts
 from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
 from hf_es.trainer.scoring import reward_weights_tensor, score_completions
 from hf_es.trainer.utils import write_redacted_training_args
-
-LINEAGE_FILE = "hf_es_lineage.json"
 
 
 @dataclass
@@ -56,15 +55,6 @@ class GRPOEvalArguments:
     eval_max_completion_length: int | None = field(
         default=None, metadata={"help": "Max new tokens at evaluation (default: max_completion_length)."}
     )
-
-
-def read_lineage(model_path: str) -> list[dict[str, Any]]:
-    """The training stages recorded in a checkpoint folder (`hf_es_lineage.json`), or `[]`."""
-    path = os.path.join(model_path, LINEAGE_FILE)
-    if os.path.isfile(path):
-        with open(path) as f:
-            return list(json.load(f))
-    return []
 
 
 class SharedEvalGRPOTrainer(GRPOTrainer):
@@ -152,15 +142,6 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
         return metrics
 
 
-def _lineage_line(stage: dict[str, Any]) -> str:
-    line = f"**{stage.get('method', '?')}** from `{stage.get('model', '?')}`"
-    if stage.get("steps") is not None:
-        line += f" for {stage['steps']} steps"
-    if stage.get("dataset"):
-        line += f" on {stage['dataset']}"
-    return line
-
-
 def write_grpo_card(trainer: GRPOTrainer, model_path: str, task_args: TaskArguments) -> list[dict[str, Any]]:
     """Writes TRL's GRPO model card with the hf_es lineage section, `hf_es_lineage.json` and `log_history.json` into
     `trainer.args.output_dir`.
@@ -176,14 +157,7 @@ def write_grpo_card(trainer: GRPOTrainer, model_path: str, task_args: TaskArgume
     from huggingface_hub import ModelCard
 
     output_dir = trainer.args.output_dir
-    lineage = read_lineage(model_path) + [
-        {
-            "method": "GRPO",
-            "model": base_model_id(model_path),
-            "steps": trainer.state.global_step,
-            "dataset": task_args.dataset_name,
-        }
-    ]
+    lineage = training_lineage(model_path, trainer.state.global_step, task_args.dataset_name, method="GRPO")
     GRPOTrainer.create_model_card(trainer, model_name=os.path.basename(os.path.normpath(output_dir)))
     card_path = os.path.join(output_dir, "README.md")
     card = ModelCard.load(card_path)
@@ -193,12 +167,11 @@ def write_grpo_card(trainer: GRPOTrainer, model_path: str, task_args: TaskArgume
     card.text = card.text.replace('model="None"', f'model="{trainer.args.hub_model_id or output_dir}"')
     tags = list(card.data.tags or [])
     card.data.tags = tags + [tag for tag in ("hf_es", "grpo") if tag not in tags]
-    steps = "\n".join(f"{i}. {_lineage_line(stage)}" for i, stage in enumerate(lineage, 1))
+    steps = "\n".join(f"{i}. {lineage_text(stage)}" for i, stage in enumerate(lineage, 1))
     card.text = card.text.rstrip("\n") + f"\n\n## Lineage\n\n{steps}\n\n![reward curve](reward_curve.png)\n"
     card.save(card_path)
     os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, LINEAGE_FILE), "w") as f:
-        json.dump(lineage, f, indent=2)
+    write_lineage(output_dir, lineage)
     with open(os.path.join(output_dir, "log_history.json"), "w") as f:
         json.dump(trainer.state.log_history, f, indent=2)
     return lineage

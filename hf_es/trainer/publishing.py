@@ -4,7 +4,6 @@ a complete checkpoint folder (`hub_strategy`). Glue between the trainer and [`hf
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, describe_hub_error, push_checkpoint
+from ..model_card.lineage import training_lineage, write_lineage
 from ..models import base_model_id
 from .adapters import drift_weights
 from .checkpointing import ES_MASTER_NAME
@@ -22,32 +22,15 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "HUB_ROOT_IGNORE",
-    "LINEAGE_NAME",
     "PublishingMixin",
     "create_hub_repo",
     "push_checkpoint_folder",
     "push_output_dir",
-    "training_lineage",
     "write_trainer_card",
 ]
 
-LINEAGE_NAME = "hf_es_lineage.json"
 HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
 """Not pushed to the repo root: checkpoint and staging folders, TensorBoard runs, the fp32 master (resume-only)."""
-
-
-def training_lineage(base_model_path: str, steps: int, dataset_name: str | None = None) -> list[dict[str, Any]]:
-    """The training stages up to this one: those recorded in the starting checkpoint's `hf_es_lineage.json` (written
-    by ES and by `scripts/train_grpo.py`, so ES->GRPO->... compositions are traceable), then this ES run."""
-    earlier = []
-    path = os.path.join(base_model_path, LINEAGE_NAME)
-    if os.path.isfile(path):
-        with open(path) as f:
-            earlier = list(json.load(f))
-    stage = {"method": "ES", "model": base_model_id(base_model_path), "steps": steps}
-    if dataset_name:
-        stage["dataset"] = dataset_name
-    return earlier + [stage]
 
 
 def _drift(trainer: Any) -> Any:
@@ -97,8 +80,7 @@ def write_trainer_card(
         repo_id=trainer.args.hub_model_id,
         secrets=[trainer.args.hub_token] if trainer.args.hub_token else (),
     )
-    with open(os.path.join(output_dir, LINEAGE_NAME), "w") as f:
-        json.dump(lineage, f, indent=2)
+    write_lineage(output_dir, lineage)
 
 
 def push_checkpoint_folder(trainer: Any, checkpoint_folder: str) -> None:
