@@ -107,13 +107,14 @@ def _timed(fn, *args, **kwargs) -> float:
     return time.perf_counter() - start
 
 
-def _adversarial_inputs() -> dict[str, tuple[str, float]]:
-    spec = importlib.util.spec_from_file_location(
-        "_bench_test_rewards", os.path.join(TESTS, "rewards", "test_rewards.py")
-    )
+def _test_module(path: str):
+    """A test module of tests/ (its helpers import as the test run imports them)."""
+    sys.path.insert(0, TESTS)
+    name = "_bench_" + os.path.basename(path).removesuffix(".py")
+    spec = importlib.util.spec_from_file_location(name, os.path.join(TESTS, path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.ADVERSARIAL
+    return module
 
 
 def _jsonl(name: str) -> list[dict]:
@@ -139,7 +140,7 @@ def rewards() -> dict:
         * len(golds)
         / _timed(accuracy_reward, completions=solutions * 4, solution=golds * 4),
     }
-    adversarial = _adversarial_inputs()
+    adversarial = _test_module("rewards/test_rewards.py").ADVERSARIAL
     out["adversarial_s"] = {
         name: _timed(make_accuracy_reward(timeout=2.0, name=f"adv_{name}"), completions=[text], solution=["3"])
         for name, (text, _) in adversarial.items()
@@ -169,27 +170,10 @@ def rewards() -> dict:
 
 
 def _tiny_climb() -> float:
-    sys.path.insert(0, TESTS)
-    from utils import make_trainer, prompt_dataset, tiny_llama
-
+    """The wall time of the climb test itself: evaluate, 20 ES steps, evaluate, with its asserts."""
+    climb = _test_module("trainer/test_es_training.py").test_es_climbs_a_synthetic_reward_quickly
     with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        # The settings of tests/trainer/test_es_training.py::test_es_climbs_a_synthetic_reward_quickly.
-        trainer = make_trainer(
-            Path(tmp),
-            population_size=16,
-            per_device_train_batch_size=8,
-            max_steps=20,
-            sigma=0.02,
-            learning_rate=0.02,
-            max_completion_length=8,
-            model=tiny_llama(seed=1),
-        )
-        trainer.eval_dataset = prompt_dataset(16)
-        trainer.evaluate()
-        trainer.train()
-        trainer.evaluate()
-        return time.perf_counter() - start
+        return _timed(climb, Path(tmp))
 
 
 def _fault_stop(mode: str) -> float:
