@@ -19,6 +19,10 @@ from datetime import date
 
 import torch
 
+from .targets import Target
+
+TARGETS = [Target("ES step / generation-only, same N x B", "es_over_generation", 1.15, cpu_only=True)]
+
 
 def build_trainer(
     population_size: int, batch_size: int, max_completion_length: int, noise_type: str, dtype: str, **overrides

@@ -25,6 +25,14 @@ from datetime import date
 import torch
 
 from .es_step import build_trainer
+from .targets import Target
+
+TARGETS = [
+    Target(
+        "low-rank ES step (one batch) / generation-only, same N x B", "low_rank_over_generation", 1.10, cpu_only=True
+    ),
+    Target("steps/s, low-rank batched / full-rank sequential", "low_rank_speedup", 1.4, at_most=False, cpu_only=True),
+]
 
 
 def run(

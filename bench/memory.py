@@ -22,7 +22,13 @@ import sys
 
 import torch
 
+from .targets import Target
+
 MODES = ("inference", "es", "grpo")
+TARGETS = [
+    Target("ES peak / (inference peak + fp32 master)", "es_peak_over_inference", 1.05),
+    Target("ES peak / GRPO peak", "es_peak_over_grpo", 0.5),
+]
 
 
 def _reset_peak() -> None:

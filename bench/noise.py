@@ -7,6 +7,8 @@ import time
 
 import torch
 
+TARGETS = []  # reported only: the per-step cost of each noise implementation
+
 
 def run(population_size: int = 8, repeats: int = 3, dtype: str = "bfloat16") -> dict:
     """Times `perturb_` (one member), `restore_` and `update_` (N directions) on SmolLM2-135M's weights.

@@ -13,7 +13,11 @@ import statistics
 import subprocess
 import sys
 
+from .targets import Target
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What processes exchange per step is O(population), not O(parameters): the same bytes for a 1.6M-parameter model.
+TARGETS = [Target("bytes all-reduced per step, SmolLM2 / tiny model", "bytes_per_step_over_tiny_model", 1.0)]
 
 
 def worker(population_size: int, batch_size: int, max_completion_length: int, steps: int, model: str) -> dict:
@@ -127,6 +131,7 @@ def run(
         "step_s_2_processes": [r["step_s"] for r in two],
         "bytes_per_step": two[0]["bytes_per_step"],
         "bytes_per_step_tiny_model": tiny["bytes_per_step"],
+        "bytes_per_step_over_tiny_model": two[0]["bytes_per_step"] / tiny["bytes_per_step"],
         "num_parameters": two[0]["num_parameters"],
         "num_parameters_tiny_model": tiny["num_parameters"],
         "settings": {

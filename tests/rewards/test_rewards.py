@@ -24,6 +24,7 @@ from hf_es.rewards import (
     make_format_reward,
 )
 from hf_es.rewards._timeout import SampleTimeout, ScoringPool, call_with_deadline
+from hf_es.rewards.accuracy import _verify_cached
 
 
 def _jsonl(name: str, split: str) -> list[dict]:
@@ -53,14 +54,11 @@ def _change_final_answer(worked: str) -> str:
 def test_every_gsm8k_gold_scores_one_and_a_changed_answer_scores_zero(gsm8k_test):
     golds = [row["answer"] for row in gsm8k_test]
     assert len(golds) == 1319
-    start = time.perf_counter()
     scores = accuracy_reward(prompts=None, completions=golds, solution=golds)
-    rate = len(golds) / (time.perf_counter() - start)
     assert scores == [1.0] * len(golds)
     changed = accuracy_reward(completions=[_change_final_answer(g) for g in golds], solution=golds)
     assert changed == [0.0] * len(golds)
-    print(f"\nGSM8K golds: {rate:,.0f} completions/s")
-    assert rate > 2000  # scoring must not dominate an ES step (measured ~20k/s on 1 CPU core)
+    # The scoring rate (>= 2000/s, so scoring does not dominate an ES step) is a target of bench/latency.py.
 
 
 def test_gsm8k_gold_in_other_answer_formats(gsm8k_test):
@@ -85,11 +83,9 @@ def _score_and_failures(completions, golds):
 def test_math500_gold_answers_score_one(math500):
     golds = [row["answer"] for row in math500]
     accuracy_reward.stats.reset()
-    start = time.perf_counter()
     boxed, boxed_fail = _score_and_failures(["\\boxed{" + g + "}" for g in golds], golds)
-    rate = len(golds) / (time.perf_counter() - start)
     full, full_fail = _score_and_failures([row["solution"] for row in math500], golds)
-    print(f"\nMATH-500 boxed gold: {len(golds) - len(boxed_fail)}/500 ({rate:,.0f}/s cold); failures {boxed_fail}")
+    print(f"\nMATH-500 boxed gold: {len(golds) - len(boxed_fail)}/500; failures {boxed_fail}")
     print(f"MATH-500 full solution: {len(golds) - len(full_fail)}/500; failures {full_fail}")
     assert len(boxed_fail) <= 5  # >= 99%
     assert len(full_fail) <= 5
@@ -117,12 +113,12 @@ def test_math500_throughput_with_repeated_answers(math500):
     # An ES population answers the same prompts many times: verdicts are cached.
     golds = [row["answer"] for row in math500]
     completions = [row["solution"] for row in math500]
-    accuracy_reward(completions=completions, solution=golds)
-    start = time.perf_counter()
-    accuracy_reward(completions=completions * 4, solution=golds * 4)
-    rate = 4 * len(golds) / (time.perf_counter() - start)
-    print(f"\nMATH-500 repeated answers: {rate:,.0f} completions/s")
-    assert rate > 2000
+    first = accuracy_reward(completions=completions, solution=golds)
+    before = _verify_cached.cache_info()
+    assert accuracy_reward(completions=completions * 4, solution=golds * 4) == first * 4
+    after = _verify_cached.cache_info()
+    # Every verdict came from the cache (no new verification); the rate (>= 2000/s) is a bench/latency.py target.
+    assert after.misses == before.misses and after.hits > before.hits
 
 
 # --------------------------------------------------------------------------------------------- accuracy behaviour
@@ -217,9 +213,8 @@ ADVERSARIAL = {
 def test_adversarial_inputs_return_promptly(name):
     completion, expected = ADVERSARIAL[name]
     fn = make_accuracy_reward(timeout=2.0, name=f"adv_{name}")
-    start = time.perf_counter()
     assert fn(completions=[completion], solution=["3"]) == [expected]
-    assert time.perf_counter() - start < 4.0
+    # Promptly: the deadline fired or was not needed (counted below); bench/latency.py times the slowest one.
     if name in ("power_tower", "huge_power", "huge_factorial", "huge_symbolic_power", "nested_braces"):
         assert fn.stats.timeouts == 1  # deadline hit, or refused by the cost guard: counted as a timeout
     else:
@@ -244,10 +239,8 @@ def test_signal_deadline_interrupts_python_code_and_restores_outer_timer():
         while True:
             pass
 
-    start = time.perf_counter()
-    with pytest.raises(SampleTimeout):
+    with pytest.raises(SampleTimeout):  # `spin` never returns: the deadline interrupted it
         call_with_deadline(spin, 0.2)
-    assert time.perf_counter() - start < 1.0
     signal.setitimer(signal.ITIMER_REAL, 100.0)
     try:
         assert call_with_deadline(lambda: 5, 0.5) == 5
@@ -262,12 +255,10 @@ def test_process_backend_kills_a_hang_inside_c_code():
     # stop it, the process backend kills the worker.
     fn = make_accuracy_reward(guard=False, timeout=1.0, timeout_backend="process", num_workers=1)
     fn(completions=["\\boxed{1}"], solution=["1"])  # start the worker
-    start = time.perf_counter()
     out = fn(completions=["\\boxed{3}", "\\boxed{9^{9^{9}}}", "\\boxed{4}"], solution=["3", "3", "3"])
-    elapsed = time.perf_counter() - start
+    # The hang was killed (it never finishes on its own): one timeout, scored 0, and the batch completed.
     assert out == [1.0, 0.0, 0.0]
     assert fn.stats.timeouts == 1
-    assert elapsed < 15.0  # 1 s deadline + 1 s grace + a worker restart
 
 
 def test_scoring_pool_direct():
@@ -337,9 +328,8 @@ def test_format_reward_names_and_adversarial():
         make_format_reward("xml")
     big = ["<answer>" * 20_000, "\\boxed{" * 20_000, "<think>" * 20_000, "#### 1\n" * 20_000]
     for fmt in ("boxed", "hash", "answer_tag", "think_answer"):
-        start = time.perf_counter()
+        # No catastrophic backtracking: bench/latency.py holds the slowest format to 2 s.
         assert make_format_reward(fmt)(completions=big) == [0.0] * 4
-        assert time.perf_counter() - start < 2.0
 
 
 # --------------------------------------------------------------------------------------------------- countdown

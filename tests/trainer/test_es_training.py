@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ from hf_es import ESConfig, RewardFunctionError
 
 
 def test_es_climbs_a_synthetic_reward_quickly(tmp_path):
-    start = time.time()
+    # Quickly = in 20 steps (asserted below); the wall time of these 20 steps is a target of bench/latency.py.
     eval_set = prompt_dataset(16)
     # Seed 1: the centre's greedy completions score 0.45 on this reward.
     trainer = make_trainer(
@@ -32,9 +31,7 @@ def test_es_climbs_a_synthetic_reward_quickly(tmp_path):
     before = trainer.evaluate()["eval_reward"]
     trainer.train()
     after = trainer.evaluate()["eval_reward"]
-    elapsed = time.time() - start
     assert before < 0.6 and after >= before + 0.3, (before, after)
-    assert elapsed < 60, elapsed
     history = [h for h in trainer.state.log_history if "reward" in h]
     assert len(history) == 20
     assert all((h["update_norm"] > 0) == (h["frac_zero_std"] == 0.0) for h in history)  # tied steps do not move
