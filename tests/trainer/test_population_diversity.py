@@ -81,3 +81,18 @@ def test_training_logs_the_diversity_of_each_steps_recorded_matrix(tmp_path):
     rates = torch.cat(recorded, dim=1)
     finite = rates[~rates.isnan()]
     assert set((2 * finite).tolist()) <= {0.0, 1.0, 2.0}  # two completions per prompt: rates are 0, 1/2 or 1
+
+
+def test_model_card_summary_shows_coverage_and_js_diversity_over_training():
+    from hf_es.model_card.sections import training_summary
+
+    history = [
+        {"step": 1, "reward": 0.3, "population/coverage": 0.5, "population/js_diversity": 0.2},
+        {"step": 2, "reward": 0.4, "population/coverage": 0.625, "population/js_diversity": 0.1},
+    ]
+    rows = dict(training_summary(history, hardware=None, wall_time_s=None, total_generated_tokens=None))
+    assert rows["Population coverage (first → last logged)"] == "0.5 → 0.625"
+    assert rows["JS diversity (first → last logged)"] == "0.2 → 0.1"
+    assert "Population coverage (first → last logged)" not in dict(
+        training_summary(history[:0], hardware=None, wall_time_s=None, total_generated_tokens=None)
+    )
