@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from utils import make_trainer
+from utils import make_args, make_trainer
 
 from hf_es.es import population_diversity
 from hf_es.trainer.step_logging import resolve_success_threshold, success_rates
@@ -23,6 +23,12 @@ def test_default_success_threshold_is_the_largest_total_of_binary_verifiers():
     assert resolve_success_threshold(None, torch.tensor([1.0], dtype=torch.float64)) == 1.0
     assert resolve_success_threshold(None, torch.tensor([1.0, 0.5, -2.0], dtype=torch.float64)) == 1.5
     assert resolve_success_threshold(0.25, torch.tensor([1.0, 0.5], dtype=torch.float64)) == 0.25
+
+
+def test_success_threshold_must_be_finite(tmp_path):
+    with pytest.raises(ValueError, match="success_threshold must be None or a finite number"):
+        make_args(tmp_path, success_threshold=float("inf"))
+    assert make_args(tmp_path, success_threshold=0.5).success_threshold == 0.5
 
 
 def test_success_rates_per_prompt_leave_out_unscorable_completions():
