@@ -124,8 +124,9 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     report = (out / "report.md").read_text()
     assert [line for line in report.splitlines() if line.startswith("## ")] == list(SECTIONS)
-    # rows: budgets (trained methods), target, held-out, and the paper table (base, ES, GRPO)
-    for label, count in (("Base", 3), ("ES", 4), ("GRPO", 4), ("ES→GRPO", 3), ("GRPO→ES", 3)):
+    # rows: budgets (trained methods), target, held-out, their differences to the base (trained methods), and the
+    # paper table (base, ES, GRPO)
+    for label, count in (("Base", 3), ("ES", 6), ("GRPO", 6), ("ES→GRPO", 5), ("GRPO→ES", 5)):
         rows = [line for line in report.splitlines() if line.startswith(f"| {label} |")]
         assert len(rows) == count and all("n/a" not in row for row in rows), (label, rows)
     plan = get_plan("smoke")
