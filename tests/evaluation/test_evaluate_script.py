@@ -229,6 +229,11 @@ def test_script_with_tiny_random_model(script, tmp_path):
     entry = results["checkpoints"][str(model_dir)]
     assert entry["backend"] == "transformers"
     assert entry["revision"]["source"] == "local" and len(entry["revision"]["fingerprint"]) == 16
+    # the checkpoint's mean per-token entropy on its samples: the problems' summed nats over their tokens
+    sums = [record["entropy"] for record in entry["problems"].values()]
+    assert all(0 < tokens <= 2 * 3 for _, tokens in sums)  # M=2 samples of at most 3 tokens
+    expected = sum(s for s, _ in sums) / sum(t for _, t in sums)
+    assert entry["summary"]["mean_token_entropy"] == pytest.approx(expected) and expected > 0
     check_pngs(out)
 
 
