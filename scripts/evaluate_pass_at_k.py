@@ -10,7 +10,9 @@
 
 For every checkpoint and problem, samples M completions, scores each with the task's verifier and writes
 `<output_dir>/results.json` (per-problem correctness, Pass@K for K = 1..M, Maj@K, greedy accuracy, all as fractions
-of problems in [0, 1]), `pass_at_k.png` and `pareto.png`. Re-running with the same --output_dir resumes; the library
+of problems in [0, 1]), `pass_at_k.png` and `pareto.png`. Given several checkpoints, each later one is compared with
+the first at Pass@1, Pass@M and greedy accuracy: the difference with its 95% paired bootstrap interval over problems
+(`comparisons` in the JSON; an interval holding 0 is logged as "no difference measured"). Re-running with the same --output_dir resumes; the library
 is `hf_es.evaluation`.
 
 examples:
@@ -45,6 +47,7 @@ from hf_es.evaluation import (  # noqa: E402
     save_results,
     summary_line,
 )
+from hf_es.evaluation.uncertainty import compare_checkpoints  # noqa: E402
 from hf_es.tasks import TASKS, get_task, is_registered  # noqa: E402
 
 logger = logging.getLogger("evaluate_pass_at_k")
@@ -183,6 +186,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             logger.info(
                 "%s (%d problems): %s", name, summary["num_problems"], summary_line(summary, config.num_samples)
             )
+    if len(args.model) > 1 and all(name in results["checkpoints"] for name in args.model):
+        # Differences to the first checkpoint with their interval; one whose interval holds 0 is no difference.
+        results["comparisons"] = compare_checkpoints(results, args.model, config.num_samples, seed=config.seed)
+        for row in results["comparisons"]:
+            logger.info(row["line"])
+    else:
+        results.pop("comparisons", None)  # a single checkpoint now: an earlier pair's comparison would be stale
     save_results(results, results_path)
     for path in plot_results(results, output_dir):
         logger.info("Wrote %s", path)

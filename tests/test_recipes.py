@@ -193,6 +193,7 @@ def test_grpo_script_trains_and_writes_lineage_card(tmp_path):
     # The same metric names as ESTrainer: training reward and the shared greedy evaluation.
     assert any("reward" in e and "rewards/accuracy_reward/mean" in e for e in history)
     assert any("eval_reward" in e and "eval_completions/mean_length" in e for e in history)
+    assert any(e.get("eval_entropy", 0) > 0 for e in history)  # the same token-entropy function as ES
     lineage = json.loads((out / "hf_es_lineage.json").read_text())
     assert lineage == [
         {"method": "GRPO", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "steps": 1, "dataset": "arithmetic"}

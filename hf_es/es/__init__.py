@@ -1,6 +1,7 @@
 """Pure-torch ES math: noise, fitness shaping, estimators and the centre. No trainer or engine imports."""
 
 from .centre import ESCentre, check_same_noise_on_every_process, find_disagreeing_processes, noise_digest
+from .diversity import PopulationDiversity, population_diversity
 from .low_rank import NON_MATRIX_NOISE, PERTURBATIONS, LowRankCentre, low_rank_factors
 from .noise import GaussianNoise, NoiseSource, NoiseTable, make_noise_source, stable_seed, table_size_for_model
 from .placement import MASTER_DEVICES, MasterPlacement, choose_master_device, master_device_for
@@ -20,6 +21,7 @@ __all__ = [
     "Member",
     "NoiseSource",
     "NoiseTable",
+    "PopulationDiversity",
     "centered_rank",
     "check_same_noise_on_every_process",
     "choose_master_device",
@@ -33,6 +35,7 @@ __all__ = [
     "member_seed",
     "no_shaping",
     "noise_digest",
+    "population_diversity",
     "stable_seed",
     "table_size_for_model",
     "zscore",

@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from datasets import Dataset
 
 from ..es import stable_seed
 from ..generation import GenerationBackend, SamplingConfig
+from ..generation.entropy import token_entropy_sums
 from ..metrics.estimators import estimate_maj_at_k
 from .problems import (
     default_reward_name,
@@ -214,7 +216,8 @@ class _Problems:
 def _sample_problem(problems: _Problems, index: int, model: LoadedModel, text: str, reward_fn: Any) -> None:
     config, example = problems.config, problems.data[index]
     seed = problem_seed(config.seed, index)
-    completions = model.backend.generate([text], config.sampling(), seed=seed).completions
+    result = model.backend.generate([text], config.sampling(), seed=seed)
+    completions = result.completions
     correct = score_completions(reward_fn, example, completions, config.correct_threshold)
     record: dict[str, Any] = {
         "index": index,
@@ -225,6 +228,12 @@ def _sample_problem(problems: _Problems, index: int, model: LoadedModel, text: s
         "answers": [extract_final_answer(completion) for completion in completions],
         "seed": seed,
     }
+    policy = getattr(model.backend, "model", None)
+    if isinstance(policy, torch.nn.Module):  # exact with an in-process transformers model; vLLM records none
+        sums = token_entropy_sums(
+            policy, model.tokenizer, [text], result.completion_ids, num_generations=len(completions)
+        )
+        record["entropy"] = list(sums)  # [summed nats, tokens] of the M samples
     if config.save_completions:
         record["completions"] = completions
     problems.records[problems.ids[index]] = record
@@ -328,6 +337,10 @@ def _finish(entry: dict[str, Any], problems: _Problems, results: dict[str, Any],
     entry["problems"] = problems.ordered()
     selected = {pid: entry["problems"][pid] for pid in problems.ids if pid in entry["problems"]}
     entry["summary"] = summarize(selected, problems.config.num_samples)
+    sums = [record.get("entropy") for record in selected.values()]
+    if sums and all(sums) and sum(tokens for _, tokens in sums):
+        # nats per sampled token, over every problem's M samples (problems stored before entropy was recorded: none)
+        entry["summary"]["mean_token_entropy"] = sum(s for s, _ in sums) / sum(tokens for _, tokens in sums)
     save_results(results, path)
 
 

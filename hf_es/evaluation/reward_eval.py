@@ -7,8 +7,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
+
 from ..es import stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig
+from ..generation.entropy import token_entropy_sums
 
 __all__ = ["evaluate_rewards"]
 
@@ -46,22 +49,35 @@ def evaluate_rewards(
         metric_key_prefix: Prefix of the metric names.
 
     Returns:
-        `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, `{prefix}_runtime`.
+        `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, `{prefix}_runtime`, and
+        with a transformers model behind `backend`, `{prefix}_entropy`: the mean per-token entropy (nats) of the
+        evaluated policy on its own completions ([`~hf_es.generation.entropy.token_entropy_sums`], exact).
     """
     from ..trainer.utils import RewardTally
 
     start = time.perf_counter()
     indices = list(range(accelerator.process_index, len(dataset), accelerator.num_processes))
     tally = RewardTally(reward_func_names)
+    model = getattr(backend, "model", None)  # an in-process transformers model: its entropy is exact
+    model = model if isinstance(model, torch.nn.Module) else None  # vLLM: no entropy (yet)
+    entropy = torch.zeros(2, dtype=torch.float64)  # summed entropy | completion tokens, this process
     for offset in range(0, len(indices), batch_size):
         batch = [dataset[i] for i in indices[offset : offset + batch_size]]
         texts = format_prompts([example["prompt"] for example in batch])
         result = backend.generate(texts, sampling, seed=stable_seed(seed, "eval", indices[offset]))
+        if model is not None:
+            ids, generations = result.completion_ids, sampling.num_generations
+            sums = token_entropy_sums(model, backend.tokenizer, texts, ids, num_generations=generations)
+            entropy += torch.tensor(sums, dtype=torch.float64)
         scored = score(batch, result, f"evaluation, example {indices[offset]}")
         if scored is not None:
             # `hf_es.trainer.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
             per_function, total = (scored.per_function, scored.total) if hasattr(scored, "total") else scored
             tally.add(per_function, total, result.completion_ids)
     metrics = tally.metrics(accelerator, metric_key_prefix)
+    if model is not None:
+        if accelerator.num_processes > 1:
+            entropy = accelerator.reduce(entropy.to(accelerator.device), reduction="sum").cpu()
+        metrics[f"{metric_key_prefix}_entropy"] = float(entropy[0] / entropy[1]) if entropy[1] else float("nan")
     metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
     return metrics

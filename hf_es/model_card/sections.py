@@ -205,7 +205,8 @@ def training_summary(
     wall_time_s: float | None,
     total_generated_tokens: int | None,
 ) -> list[tuple[str, str]]:
-    """(label, value) rows: steps, train and eval reward, tokens, wall time, hardware."""
+    """(label, value) rows: steps, train and eval reward, population coverage and JS diversity, tokens, wall time,
+    hardware."""
     rewards = [(e["step"], e["reward"]) for e in log_history if "reward" in e and "step" in e]
     evals = [(e["step"], e["eval_reward"]) for e in log_history if "eval_reward" in e and "step" in e]
     steps = max((e["step"] for e in log_history if "step" in e), default=None)
@@ -222,6 +223,10 @@ def training_summary(
         best_step, best = max(rewards, key=lambda item: item[1])
         rows.append(("Train reward (first → last logged)", f"{rewards[0][1]:.4g} → {rewards[-1][1]:.4g}"))
         rows.append(("Best train reward", f"{best:.4g} (step {best_step})"))
+    for key, label in (("population/coverage", "Population coverage"), ("population/js_diversity", "JS diversity")):
+        values = [e[key] for e in log_history if key in e]
+        if values:  # hf_es.es.population_diversity, per step
+            rows.append((f"{label} (first → last logged)", f"{values[0]:.4g} → {values[-1]:.4g}"))
     if evals:
         rows.append(("Eval reward (last)", f"{evals[-1][1]:.4g} (step {evals[-1][0]})"))
     if total_generated_tokens is not None:

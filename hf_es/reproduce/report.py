@@ -11,11 +11,12 @@ from typing import Any
 from .._io import write_text_atomic
 from ..analysis import DriftReport
 from ..analysis import plots as drift_plots
+from ..metrics.bootstrap import NO_DIFFERENCE
 from .plan import PAPER_REFERENCE, ReproductionPlan
 from .plots import plot_pareto_spread, plot_profile_spread
 from .results import MethodResults, Spread, collect, load_drift, load_sweep
 
-__all__ = ["SECTIONS", "build_report"]
+__all__ = ["BOOTSTRAP", "SECTIONS", "VERDICTS", "build_report"]
 
 #: Headings every report has, in order (a missing input leaves its section with a note, never without the heading).
 SECTIONS = (
@@ -172,40 +173,84 @@ def _paper_section(methods: dict[str, MethodResults], drift: dict[str, Any], pla
         f"- ES nonzero updates with |Δθ| ≤ τ={ref['tau']:g}: paper {s_low}–{s_high}%, here "
         f"{Spread.of(sparsity).fmt(100, 1)}%.",
         "",
-        "The paper's comparisons, checked on these numbers (rewarded task unless named; *seeds apart*: the two "
-        f"methods' ranges over seeds do not overlap; one problem is {100 / plan.target.num_problems:.1f} points of the "
-        f"rewarded task and {100 / plan.heldout.num_problems:.1f} of the held-out one):",
+        "The paper's comparisons, judged by the paired bootstrap interval of each difference (rewarded task unless "
+        "named): an interval above 0 agrees with the paper, below 0 disagrees, and one that holds 0 is no difference "
+        f"measured. One problem is {100 / plan.target.num_problems:.1f} points of the rewarded task and "
+        f"{100 / plan.heldout.num_problems:.1f} of the held-out one.",
         "",
         *_claims(methods, m),
     ]
     return lines
 
 
+#: The paired bootstrap behind every comparison (seeded: the same results give the same report).
+BOOTSTRAP = {"n_boot": 10_000, "confidence": 0.95, "seed": 0}
+
+#: Verdict words of a claim, from its interval: above 0 / below 0 / holding 0.
+VERDICTS = ("agrees with the paper", "disagrees with the paper", NO_DIFFERENCE)
+
+
+def _difference_rows(methods: dict[str, MethodResults], task: str, m: int) -> list[str]:
+    """Each trained method minus the base at Pass@1 and Pass@`m`, in points, with the 95% interval."""
+    ks = sorted({1, m})
+    rows = ["| Method − Base | " + " | ".join(f"Pass@{k}" for k in ks) + " |", "|---" * (len(ks) + 1) + "|"]
+    base = methods["base"]
+    for method in methods.values():
+        if method.key == "base" or not method.summaries.get(task):
+            continue
+        cells = []
+        for k in ks:
+            difference = method.difference(base, task, k, **BOOTSTRAP)
+            cells.append("n/a" if difference is None else _interval_cell(difference))
+        rows.append(f"| {method.label} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _interval_cell(difference: Any) -> str:
+    # an interval holding 0 is written as such, so no table cell reads as a measured difference
+    text = difference.fmt()
+    return text if difference.excludes_zero else f"{text} (no difference measured)"
+
+
+def _interval_note(methods: dict[str, MethodResults], task: str) -> str:
+    counts = {len(method.entries.get(task, [])) for method in methods.values() if method.key != "base"}
+    seeds = f" and over each method's {max(counts)} training seeds" if counts and max(counts) > 1 else ""
+    return (
+        f"Differences in points with their {100 * BOOTSTRAP['confidence']:g}% paired bootstrap interval over the "
+        f"problems{seeds} ({BOOTSTRAP['n_boot']} resamples, seed {BOOTSTRAP['seed']}); an interval that holds 0 is "
+        "no difference measured."
+    )
+
+
 def _claims(methods: dict[str, MethodResults], m: int) -> list[str]:
-    """One line per claim of the paper: which method is ahead here, by how much, and whether the seeds agree."""
-    # (claim, first, second, task, K, whether a tie holds: "keeps" / "no more than" claims are "not worse than")
+    """One line per claim of the paper, its verdict generated from the paired bootstrap interval of the difference:
+    above 0 agrees, below 0 disagrees, and an interval holding 0 is "no difference measured" (never a verdict)."""
+    # (claim, first, second, task, K): each claim says "first - second > 0"; for "keeps" / "no more than" claims
+    # (first not worse than second) an interval holding 0 measures nothing either way, so it decides nothing.
     claims = [
-        ("GRPO wins Pass@1 over ES", "grpo", "es", "target", 1, False),
-        (f"ES keeps more coverage than GRPO (Pass@{m})", "es", "grpo", "target", m, False),
-        (f"ES keeps the base model's coverage (Pass@{m})", "es", "base", "target", m, True),
-        (f"GRPO keeps the base model's coverage (Pass@{m})", "grpo", "base", "target", m, True),
-        (f"ES forgets no more than GRPO on the held-out task (Pass@{m})", "es", "grpo", "heldout", m, True),
+        ("GRPO wins Pass@1 over ES", "grpo", "es", "target", 1),
+        (f"ES keeps more coverage than GRPO (Pass@{m})", "es", "grpo", "target", m),
+        (f"ES keeps the base model's coverage (Pass@{m})", "es", "base", "target", m),
+        (f"GRPO keeps the base model's coverage (Pass@{m})", "grpo", "base", "target", m),
+        (f"ES forgets no more than GRPO on the held-out task (Pass@{m})", "es", "grpo", "heldout", m),
     ]
     lines = []
-    for claim, first, second, task, k, tie_holds in claims:
+    for claim, first, second, task, k in claims:
         a, b = (methods[key].metric(task, "pass@k", k) for key in (first, second))
         if a.mean is None or b.mean is None:
             lines.append(f"- {claim}: not measured yet.")
             continue
-        difference = 100 * (a.mean - b.mean)
-        if difference == 0:
-            verdict = "yes" if tie_holds else "tie"
-        else:
-            verdict = "yes" if difference > 0 else "no"
-        apart = "seeds apart" if a.low > b.high or b.low > a.high else "seeds overlap"
+        means = f"{methods[first].label} {100 * a.mean:.1f} vs {methods[second].label} {100 * b.mean:.1f}"
+        difference = methods[first].difference(methods[second], task, k, **BOOTSTRAP)
+        if difference is None:
+            lines.append(
+                f"- {claim}: **not decided** — {means} ({100 * (a.mean - b.mean):+.1f} points; no per-problem "
+                "results, so no interval)."
+            )
+            continue
         lines.append(
-            f"- {claim}: **{verdict}** — {methods[first].label} {100 * a.mean:.1f} vs {methods[second].label} "
-            f"{100 * b.mean:.1f} ({difference:+.1f} points; {apart})."
+            f"- {claim}: **{difference.verdict(*VERDICTS[:2])}** — {means}, difference {difference.fmt()} points "
+            f"({difference.describe()})."
         )
     return lines
 
@@ -253,12 +298,20 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         "",
         *_coverage_rows(methods, "target", m),
         "",
+        _interval_note(methods, "target"),
+        "",
+        *_difference_rows(methods, "target", m),
+        "",
         f"![Pass@K profile]({_figure(plot_profile_spread, methods, 'target', figures / 'pass_at_k_target.png')})",
         f"![Pareto]({_figure(plot_pareto_spread, methods, 'target', m, figures / 'pareto_target.png')})",
         "",
         SECTIONS[3],
         "",
         *_coverage_rows(methods, "heldout", m),
+        "",
+        _interval_note(methods, "heldout"),
+        "",
+        *_difference_rows(methods, "heldout", m),
         "",
         f"![Pass@K held-out]({_figure(plot_profile_spread, methods, 'heldout', figures / 'pass_at_k_heldout.png')})",
         "",

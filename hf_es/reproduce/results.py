@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation import load_results
+from ..evaluation.uncertainty import compare_entries
+from ..metrics.bootstrap import PairedDifference
 from .budget import record_from_logs
 from .plan import METHODS
 
@@ -58,6 +60,7 @@ class MethodResults:
         runs: Run names (one per seed; `["base"]` for the base model).
         summaries: Per task (`target`, `heldout`), the evaluation summary of each run.
         budgets: The `reproduce_run.json` of each run (empty for the base).
+        entries: Per task, each run's whole evaluation entry (with its per-problem records), for the intervals.
     """
 
     key: str
@@ -65,6 +68,12 @@ class MethodResults:
     runs: list[str]
     summaries: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     budgets: list[dict[str, Any]] = field(default_factory=list)
+    entries: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def difference(self, other: MethodResults, task: str, k: int, **bootstrap: Any) -> PairedDifference | None:
+        """This method's Pass@`k` minus `other`'s on `task`, with the paired bootstrap interval over the problems
+        both scored and over each method's seeds; `None` without per-problem results."""
+        return compare_entries(self.entries.get(task, []), other.entries.get(task, []), "pass@k", k, **bootstrap)
 
     def metric(self, task: str, name: str, k: int | None = None) -> Spread:
         """`pass@k`, `maj@k` (at `k`) or `greedy_accuracy` of `task` over the seeds."""
@@ -86,11 +95,11 @@ class MethodResults:
         return Spread.of([budget.get(key) for budget in self.budgets])
 
 
-def _summary(path: Path) -> dict[str, Any] | None:
+def _entry(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     entries = list(load_results(path)["checkpoints"].values())
-    return entries[0]["summary"] if entries else None
+    return entries[0] if entries and entries[0].get("summary") else None
 
 
 def collect(root: Path, seeds: Sequence[int]) -> dict[str, MethodResults]:
@@ -100,8 +109,9 @@ def collect(root: Path, seeds: Sequence[int]) -> dict[str, MethodResults]:
         runs = ["base"] if key == "base" else [f"{key}_s{seed}" for seed in seeds]
         result = MethodResults(key, label, runs)
         for task in ("target", "heldout"):
-            found = [_summary(root / "eval" / run / f"{task}.json") for run in runs]
-            result.summaries[task] = [summary for summary in found if summary]
+            found = [entry for run in runs if (entry := _entry(root / "eval" / run / f"{task}.json"))]
+            result.entries[task] = found
+            result.summaries[task] = [entry["summary"] for entry in found]
         for run in runs:
             record = root / "train" / run / "reproduce_run.json"
             if record.is_file():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -153,6 +154,12 @@ class ESConfig(TrainingArguments):
             step: TRL's `rich` table (`print_prompt_completions_sample`), plain lines when `rich` is not installed.
         num_completions_to_print (`int`, *optional*):
             How many completions to print (all when `None`).
+        success_threshold (`float`, *optional*):
+            A completion counts as correct for the population's diversity metrics (`population/coverage`,
+            `population/coverage_same_mean`, `population/coverage_gap`, `population/js_diversity`) when its total
+            (weighted) reward is `>=` this. `None` (default): the sum of the positive `reward_weights`, the largest
+            total of verifiers scoring in `[0, 1]`, i.e. "the reward equals its maximum" for binary verifiers. Set it
+            for other rewards (e.g. `0.5` for a partial-credit reward in `[0, 1]`).
         model_init_kwargs (`dict`, *optional*):
             Keyword arguments for `AutoModelForCausalLM.from_pretrained` when `model` is a string
             (e.g. `{"dtype": "bfloat16"}`).
@@ -320,6 +327,16 @@ class ESConfig(TrainingArguments):
         },
     )
 
+    # population diversity (issue 24)
+    success_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "A completion counts as correct in population/coverage and population/js_diversity when its "
+            "total reward is >= this. None: the sum of the positive reward_weights (binary 0/1 verifiers at their "
+            "maximum)."
+        },
+    )
+
     def __post_init__(self):
         for name in ("model_init_kwargs", "generation_kwargs", "chat_template_kwargs"):
             value = getattr(self, name)
@@ -329,6 +346,8 @@ class ESConfig(TrainingArguments):
         self._validate_es_fields()
         self._validate_perturbation_fields()
         self._validate_placement_fields()
+        if self.success_threshold is not None and not math.isfinite(self.success_threshold):
+            raise ValueError(f"success_threshold must be None or a finite number, got {self.success_threshold}.")
 
     def _validate_perturbation_fields(self) -> None:
         if self.perturbation not in ("full", "low_rank"):

@@ -51,7 +51,14 @@ from .scoring import (
     reward_weights_tensor,
     score_completions,
 )
-from .step_logging import add_step_metrics, completions_sample, member_stats, merge_train_metrics, print_completions
+from .step_logging import (
+    add_step_metrics,
+    completions_sample,
+    member_stats,
+    merge_train_metrics,
+    print_completions,
+    resolve_success_threshold,
+)
 from .step_record import StepRecord
 
 logger = logging.get_logger(__name__)
@@ -125,6 +132,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         self.reward_funcs = check_reward_funcs(reward_funcs)
         self.reward_func_names = [reward_func_name(f) for f in self.reward_funcs]
         self.reward_weights = reward_weights_tensor(args.reward_weights, len(self.reward_funcs))
+        self.success_threshold = resolve_success_threshold(args.success_threshold, self.reward_weights)
         for name, dataset in named_datasets(train_dataset, eval_dataset):
             check_prompt_dataset(dataset, name)
             check_reward_columns(self.reward_funcs, list(getattr(dataset, "column_names", None) or []), name)
@@ -261,7 +269,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         # Global RNGs are a function of (seed, step, process): reward functions that draw random numbers resume
         # exactly, and a checkpoint needs no (pickled) RNG state.
         set_seed(stable_seed(args.seed, "step-rng", step, rank) % 2**32)
-        record = StepRecord.empty(len(members), len(self.reward_funcs))
+        record = StepRecord.empty(len(members), len(self.reward_funcs), len(inputs))
         timing: dict[str, float] = defaultdict(float)
         error: Exception | None = None
         try:
@@ -277,7 +285,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             timing["perturb_restore"] += time.perf_counter() - tick
 
         tick = time.perf_counter()
-        record = record.all_reduce(self.accelerator)  # only N x (a few) numbers cross processes
+        record = record.all_reduce(self.accelerator)  # only N x (a few + B) numbers cross processes
         if record.process_failed:
             self._raise_process_failure(error, step)
         timing["communication"] = time.perf_counter() - tick
@@ -342,7 +350,9 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             tick = time.perf_counter()
             scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
             timing["score"] += time.perf_counter() - tick
-            record.members[member.index] = member_stats(result, scores, len(self.reward_funcs))
+            record.members[member.index] = member_stats(
+                result, scores, len(self.reward_funcs), num_prompts=len(inputs), threshold=self.success_threshold
+            )
             if scores is not None and not self._last_samples:
                 self._last_samples = completions_sample(
                     prompt_texts, result, scores, self.sampling.num_generations, self.reward_func_names

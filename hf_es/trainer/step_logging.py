@@ -6,18 +6,66 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
 from ..rewards import get_reward_stats
 from .step_record import MemberStats, StepRecord
 
-__all__ = ["add_step_metrics", "completions_sample", "member_stats", "merge_train_metrics", "print_completions"]
+__all__ = [
+    "add_step_metrics",
+    "completions_sample",
+    "member_stats",
+    "merge_train_metrics",
+    "print_completions",
+    "success_rates",
+    "resolve_success_threshold",
+]
 
 # Verifier failure counters copied into the logs (timeouts, errors, missing answers; this process).
 _REWARD_COUNTERS = ("timeouts", "errors", "no_answer", "untimed")
 
 
-def member_stats(result: Any, scores: Any, num_reward_funcs: int) -> MemberStats:
+def resolve_success_threshold(configured: float | None, reward_weights: torch.Tensor) -> float:
+    """The total reward at or above which a completion counts as correct (`ESConfig.success_threshold`).
+
+    Args:
+        configured: The configured threshold, or `None` for the default: the largest total that verifiers scoring
+            in `[0, 1]` can give, the sum of the positive reward weights (every positively weighted function gives 1,
+            every negatively weighted one 0). With one binary verifier and the default weight that is 1.0: correct
+            means "reward equals its maximum".
+        reward_weights: `(functions,)` weights of the total.
+    """
+    if configured is not None:
+        return float(configured)
+    return float(reward_weights.clamp_min(0).sum())
+
+
+def success_rates(scores: Any, num_prompts: int, threshold: float) -> list[float]:
+    """Per prompt, the fraction of its scorable completions whose total reward reaches `threshold`; NaN for a prompt
+    without a scorable completion, and for every prompt when `scores` is `None` (the member is left out).
+
+    Args:
+        scores: The member's `Scores` (completions grouped by prompt, as generated), or `None`.
+        num_prompts: Prompts of the step.
+        threshold: From [`resolve_success_threshold`].
+    """
+    if scores is None:
+        return [float("nan")] * num_prompts
+    total = scores.total.reshape(num_prompts, -1)
+    scorable = ~torch.isnan(total)
+    # Weighted sums round (0.1 + 0.2 is no float 0.3): a total within 1e-9 relative of the threshold reaches it.
+    correct = (total >= threshold - 1e-9 * max(1.0, abs(threshold))) & scorable
+    counts = scorable.sum(dim=1).to(torch.float64)
+    rates = correct.sum(dim=1).to(torch.float64) / counts
+    return torch.where(counts > 0, rates, torch.full_like(rates, float("nan"))).tolist()
+
+
+def member_stats(
+    result: Any, scores: Any, num_reward_funcs: int, *, num_prompts: int, threshold: float
+) -> MemberStats:
     """The few numbers one member contributes to the step: mean reward (NaN when unscorable), per-function means,
-    completion lengths and token counts of `result` (a `GenerationResult`)."""
+    completion lengths and token counts of `result` (a `GenerationResult`), and its success rate per prompt
+    ([`success_rates`] at `threshold`, from [`resolve_success_threshold`])."""
     lengths = [len(ids) for ids in result.completion_ids]
     return MemberStats(
         reward=scores.mean() if scores is not None else float("nan"),
@@ -26,6 +74,7 @@ def member_stats(result: Any, scores: Any, num_reward_funcs: int) -> MemberStats
         clipped_ratio=sum(result.truncated) / len(result.truncated),
         num_tokens=float(result.num_tokens),
         num_unscorable=float((~scores.scorable).sum()) if scores is not None else 0.0,
+        success=success_rates(scores, num_prompts, threshold),
     )
 
 

@@ -2,7 +2,10 @@
 
 Each process fills the members it evaluated; [`StepRecord.all_reduce`] sums the records of all processes in one
 collective (members not evaluated on a process hold zeros there), packing the fields into one tensor only inside
-[`StepRecord.to_tensor`] / [`StepRecord.from_tensor`].
+[`StepRecord.to_tensor`] / [`StepRecord.from_tensor`]. That tensor is `(N + 1) x (F + 5 + B)` float64 for N members,
+F reward functions and B prompts per step: besides each member's rewards and completion counts, its success rate on
+each prompt (the N x B matrix of [`hf_es.es.population_diversity`], 8 N B bytes, e.g. 16 KiB for N=32, B=64), so
+what crosses processes never depends on the model's size.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from ..es import population_diversity
 
 __all__ = ["MemberStats", "StepRecord"]
 
@@ -28,6 +33,8 @@ class MemberStats:
         clipped_ratio: Fraction of completions cut at `max_completion_length`.
         num_tokens: Tokens generated.
         num_unscorable: Completions for which every reward function returned `None`.
+        success: Per prompt of the step, the fraction of its scorable completions judged correct (see
+            `ESConfig.success_threshold`); NaN for a prompt without one, and everywhere when the member is left out.
     """
 
     reward: float = 0.0
@@ -36,6 +43,7 @@ class MemberStats:
     clipped_ratio: float = 0.0
     num_tokens: float = 0.0
     num_unscorable: float = 0.0
+    success: list[float] = field(default_factory=list)
 
     def values(self) -> list[float]:
         return [
@@ -45,12 +53,13 @@ class MemberStats:
             self.clipped_ratio,
             self.num_tokens,
             self.num_unscorable,
+            *self.success,
         ]
 
     @classmethod
     def from_values(cls, values: list[float], num_funcs: int) -> MemberStats:
         reward, per_function, rest = values[0], values[1 : 1 + num_funcs], values[1 + num_funcs :]
-        return cls(reward, list(per_function), *rest)
+        return cls(reward, list(per_function), *rest[:4], success=list(rest[4:]))
 
 
 @dataclass
@@ -61,13 +70,24 @@ class StepRecord:
     process_failed: bool = False
 
     @classmethod
-    def empty(cls, num_members: int, num_funcs: int) -> StepRecord:
-        return cls([MemberStats(reward_per_function=[0.0] * num_funcs) for _ in range(num_members)])
+    def empty(cls, num_members: int, num_funcs: int, num_prompts: int) -> StepRecord:
+        """Zeros for every member: the same shape on every process, whichever members it evaluates."""
+        return cls(
+            [
+                MemberStats(reward_per_function=[0.0] * num_funcs, success=[0.0] * num_prompts)
+                for _ in range(num_members)
+            ]
+        )
 
     @property
     def rewards(self) -> torch.Tensor:
         """`(members,)` float64 rewards, NaN for members left out of the update."""
         return torch.tensor([m.reward for m in self.members], dtype=torch.float64)
+
+    @property
+    def success(self) -> torch.Tensor:
+        """`(members, prompts)` float64 success rates, NaN where unknown."""
+        return torch.tensor([m.success for m in self.members], dtype=torch.float64)
 
     def to_tensor(self) -> torch.Tensor:
         """`(members + 1, fields)` float64; the last row's first entry counts failed processes."""
@@ -105,6 +125,9 @@ class StepRecord:
                 if finite.numel():  # std across members, as TRL's is across completions
                     metrics[f"rewards/{name}/mean"] = float(finite.mean())
                     metrics[f"rewards/{name}/std"] = float(finite.std(correction=0))
+        diversity = population_diversity(self.success)
+        if diversity.num_prompts:
+            metrics.update(diversity.metrics())
         count = len(self.members)
         metrics["population/skipped_members"] = float(count - len(valid))
         metrics["completions/mean_length"] = sum(m.mean_length for m in self.members) / count

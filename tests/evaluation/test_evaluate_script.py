@@ -133,6 +133,14 @@ def test_script_with_fake_generator_resumes(script, tmp_path, monkeypatch):
     first = script.main(["--model", *models, "--max_problems", "4", *common])
     check_results(first, num_problems=4, num_samples=8)
     check_pngs(out)
+    # The second checkpoint against the first: the summary difference, with its paired bootstrap interval.
+    assert [row["metric"] for row in first["comparisons"]] == ["pass@1", "pass@8", "greedy"]
+    summaries = [first["checkpoints"][name]["summary"] for name in reversed(models)]
+    for row, key in zip(first["comparisons"], ("1", "8")):
+        assert row["first"] == models[1] and row["second"] == models[0]
+        assert row["difference"] == pytest.approx(summaries[0]["pass@k"][key] - summaries[1]["pass@k"][key])
+        assert row["low"] <= row["difference"] <= row["high"] and row["num_problems"] == 4
+        assert row["line"].endswith(("no difference measured", "higher"))
     assert len(FakeBackend.calls) == 2 * 4 * 2  # per checkpoint and problem: sampled + greedy
     assert sorted(set(FakeBackend.calls)) == [(1, 0.0), (1, 0.6)]
     stored = json.loads((out / "results.json").read_text())
@@ -221,6 +229,11 @@ def test_script_with_tiny_random_model(script, tmp_path):
     entry = results["checkpoints"][str(model_dir)]
     assert entry["backend"] == "transformers"
     assert entry["revision"]["source"] == "local" and len(entry["revision"]["fingerprint"]) == 16
+    # the checkpoint's mean per-token entropy on its samples: the problems' summed nats over their tokens
+    sums = [record["entropy"] for record in entry["problems"].values()]
+    assert all(0 < tokens <= 2 * 3 for _, tokens in sums)  # M=2 samples of at most 3 tokens
+    expected = sum(s for s, _ in sums) / sum(t for _, t in sums)
+    assert entry["summary"]["mean_token_entropy"] == pytest.approx(expected) and expected > 0
     check_pngs(out)
 
 

@@ -114,6 +114,7 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     from utils import tiny_llama, tiny_tokenizer
 
     from hf_es.reproduce import SECTIONS, get_plan
+    from hf_es.reproduce.report import VERDICTS
 
     model = tmp_path / "tiny"
     tiny_llama().save_pretrained(model)
@@ -123,8 +124,9 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     report = (out / "report.md").read_text()
     assert [line for line in report.splitlines() if line.startswith("## ")] == list(SECTIONS)
-    # rows: budgets (trained methods), target, held-out, and the paper table (base, ES, GRPO)
-    for label, count in (("Base", 3), ("ES", 4), ("GRPO", 4), ("ES→GRPO", 3), ("GRPO→ES", 3)):
+    # rows: budgets (trained methods), target, held-out, their differences to the base (trained methods), and the
+    # paper table (base, ES, GRPO)
+    for label, count in (("Base", 3), ("ES", 6), ("GRPO", 6), ("ES→GRPO", 5), ("GRPO→ES", 5)):
         rows = [line for line in report.splitlines() if line.startswith(f"| {label} |")]
         assert len(rows) == count and all("n/a" not in row for row in rows), (label, rows)
     plan = get_plan("smoke")
@@ -139,7 +141,9 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     base_pass1 = json.loads((out / "eval" / "base" / "target.json").read_text())
     base_pass1 = next(iter(base_pass1["checkpoints"].values()))["summary"]["pass@k"]["1"]
     assert f"| base (every update reset) | 100.0% | {100 * base_pass1:.1f}% |" in report
-    assert len(re.findall(r"^- .*: \*\*(yes|no|tie)\*\* — ", report, re.MULTILINE)) == 5  # the paper's claims
+    verdicts = "|".join(VERDICTS)
+    claims = re.findall(rf"^- .*: \*\*({verdicts})\*\* — .*paired bootstrap over \d+ problems", report, re.MULTILINE)
+    assert len(claims) == 5  # the paper's claims, each judged by its interval
     for name in ("pass_at_k_target", "pareto_target", "pass_at_k_heldout", "drift_by_module_type", "threshold_sweep"):
         figure = out / "figures" / f"{name}.png"
         assert figure.stat().st_size > 1000 and f"figures/{name}.png" in report
@@ -151,27 +155,51 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     assert not any(": running" in line for line in again.stderr.splitlines())
 
 
-def test_the_paper_claims_are_judged_from_the_numbers_with_their_seed_spread():
+def _method(key, label, target_correct, heldout_correct):
+    """A method whose seeds solved `num_correct` of 32 samples on each problem (lists: seed -> problem -> count)."""
+    from hf_es.evaluation import summarize
+    from hf_es.reproduce.results import MethodResults
+
+    result = MethodResults(key, label, [key])
+    for task, seeds in (("target", target_correct), ("heldout", heldout_correct)):
+        entries = []
+        for counts in seeds:
+            problems = {str(i): {"num_samples": 32, "num_correct": c} for i, c in enumerate(counts)}
+            entries.append({"problems": problems, "summary": summarize(problems, 32)})
+        result.entries[task] = entries
+        result.summaries[task] = [entry["summary"] for entry in entries]
+    return result
+
+
+def test_the_paper_claims_are_judged_by_their_bootstrap_intervals():
     from hf_es.reproduce.report import _claims
     from hf_es.reproduce.results import MethodResults
 
-    def method(key, label, target_pass1, target_pass32, heldout_pass32):
-        summaries = {
-            "target": [{"pass@k": {"1": p1, "32": p32}} for p1, p32 in zip(target_pass1, target_pass32)],
-            "heldout": [{"pass@k": {"32": value}} for value in heldout_pass32],
-        }
-        return MethodResults(key, label, [key], summaries)
-
+    rng = __import__("random").Random(0)
+    base = [rng.randrange(0, 12) for _ in range(32)]
+    heldout = [rng.randrange(0, 33) for _ in range(16)]
     methods = {
-        "base": method("base", "Base", [0.2], [0.6], [0.9]),
-        "es": method("es", "ES", [0.21, 0.23], [0.62, 0.66], [0.9, 0.9]),
-        "grpo": method("grpo", "GRPO", [0.30, 0.36], [0.50, 0.63], [0.8, 0.9]),
+        "base": _method("base", "Base", [base], [heldout]),
+        # ES: the base plus a little on two seeds; GRPO: many more correct samples, and no coverage where ES is 0
+        "es": _method("es", "ES", [[c + 1 for c in base], [c + 2 for c in base]], [heldout, heldout]),
+        "grpo": _method("grpo", "GRPO", [[0 if c < 4 else c + 12 for c in base]] * 2, [heldout, heldout]),
     }
     lines = dict(line.removeprefix("- ").split(": ", 1) for line in _claims(methods, 32))
-    assert lines["GRPO wins Pass@1 over ES"].startswith("**yes** — GRPO 33.0 vs ES 22.0 (+11.0 points; seeds apart)")
-    assert lines["ES keeps more coverage than GRPO (Pass@32)"].endswith("(+7.5 points; seeds overlap).")
-    assert lines["GRPO keeps the base model's coverage (Pass@32)"].startswith("**no** — GRPO 56.5 vs Base 60.0")
-    assert lines["ES forgets no more than GRPO on the held-out task (Pass@32)"].startswith("**yes**")
+    assert lines["GRPO wins Pass@1 over ES"].startswith("**agrees with the paper** — GRPO ")
+    assert (
+        "paired bootstrap over 32 problems and 2 vs 2 seeds, 10000 resamples, seed 0"
+        in lines["GRPO wins Pass@1 over ES"]
+    )
+    assert lines["ES keeps more coverage than GRPO (Pass@32)"].startswith("**agrees with the paper**")
+    assert lines["GRPO keeps the base model's coverage (Pass@32)"].startswith("**disagrees with the paper**")
+    # identical held-out results: the interval is [0, 0], which is no difference, not agreement
+    assert lines["ES forgets no more than GRPO on the held-out task (Pass@32)"].startswith(
+        "**no difference measured** — ES "
+    )
+    assert _claims(methods, 32) == _claims(methods, 32)  # seeded: the same results give the same lines
+    # summaries without per-problem records (an older results file) get no verdict
+    methods["es"].entries = {}
+    assert "**not decided**" in "\n".join(_claims(methods, 32))
     # a method that has not been evaluated yet is said so, not judged
     methods["grpo"] = MethodResults("grpo", "GRPO", ["grpo_s0"])
     assert "GRPO wins Pass@1 over ES: not measured yet." in "\n".join(_claims(methods, 32))

@@ -1,0 +1,67 @@
+"""Token entropy of a policy on its own completions: the quantity whose collapse under GRPO the paper contrasts with
+ES. Exact: one teacher-forced forward pass of the transformers model over prompt + completion, whichever engine
+sampled the completion."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["token_entropy_sums"]
+
+
+@torch.no_grad()
+def token_entropy_sums(
+    model: torch.nn.Module,
+    tokenizer: object,
+    prompts: Sequence[str],
+    completion_ids: Sequence[Sequence[int]],
+    *,
+    num_generations: int = 1,
+    batch_size: int | None = None,
+) -> tuple[float, int]:
+    """Summed entropy of the model's next-token distribution at every completion token, and the number of tokens.
+
+    At each position that produced a completion token, the entropy `-sum_v q(v) ln q(v)` (nats) of
+    `q = softmax(logits)`: the policy itself at temperature 1, before any sampling modifier (temperature, top-k/p),
+    so greedy and sampled evaluations measure the same distribution. The mean per-token entropy is the first value
+    over the second; sums are returned so that processes can add them.
+
+    Args:
+        model: The causal LM whose policy is measured (the weights that generated, e.g. the ES centre).
+        tokenizer: Its tokenizer; prompts are encoded as the generation backends encode them (no special tokens).
+        prompts: Prompt texts (chat template applied).
+        completion_ids: Completion token ids, `num_generations` consecutive entries per prompt, without EOS.
+        num_generations: Completions per prompt.
+        batch_size: Sequences per forward pass (`None`: all at once).
+
+    Returns:
+        `(entropy_sum, num_tokens)`.
+    """
+    prompt_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    rows = [(prompt_ids[i // num_generations], list(ids)) for i, ids in enumerate(completion_ids) if ids]
+    total, count = 0.0, 0
+    step = batch_size or max(len(rows), 1)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()  # no dropout: the policy that generated
+    for start in range(0, len(rows), step):
+        batch = rows[start : start + step]
+        sequences = [prompt + completion for prompt, completion in batch]
+        width = max(len(sequence) for sequence in sequences)
+        # Right padding: real tokens keep positions 0..n-1 and, under the causal mask, never see the padding.
+        input_ids = torch.zeros(len(batch), width, dtype=torch.long)
+        attention_mask = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, sequence in enumerate(sequences):
+            input_ids[row, : len(sequence)] = torch.tensor(sequence)
+            attention_mask[row, : len(sequence)] = 1
+        logits = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device)).logits.float()
+        for row, (prompt, completion) in enumerate(batch):
+            # logits at position t predict token t + 1: the completion's tokens come from positions len(prompt) - 1 ...
+            scores = logits[row, len(prompt) - 1 : len(prompt) - 1 + len(completion)]
+            log_q = torch.log_softmax(scores, dim=-1)
+            total += float(-(log_q.exp() * log_q).sum())
+            count += len(completion)
+    model.train(was_training)
+    return total, count
