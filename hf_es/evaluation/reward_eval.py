@@ -9,6 +9,7 @@ from typing import Any
 
 from ..es import stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig
+from ..scoring import RewardTally
 
 __all__ = ["evaluate_rewards"]
 
@@ -48,8 +49,6 @@ def evaluate_rewards(
     Returns:
         `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, `{prefix}_runtime`.
     """
-    from ..trainer.utils import RewardTally
-
     start = time.perf_counter()
     indices = list(range(accelerator.process_index, len(dataset), accelerator.num_processes))
     tally = RewardTally(reward_func_names)
@@ -59,7 +58,7 @@ def evaluate_rewards(
         result = backend.generate(texts, sampling, seed=stable_seed(seed, "eval", indices[offset]))
         scored = score(batch, result, f"evaluation, example {indices[offset]}")
         if scored is not None:
-            # `hf_es.trainer.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
+            # `hf_es.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
             per_function, total = (scored.per_function, scored.total) if hasattr(scored, "total") else scored
             tally.add(per_function, total, result.completion_ids)
     metrics = tally.metrics(accelerator, metric_key_prefix)

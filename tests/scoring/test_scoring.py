@@ -1,12 +1,13 @@
-"""`hf_es.trainer.scoring`: reward calls, TRL's None convention and the failure policy, on plain lists (no model)."""
+"""`hf_es.scoring`: reward calls, TRL's None convention and the failure policy, on plain lists (no model)."""
 
+import importlib
 import logging
 import math
 
 import pytest
 import torch
 
-from hf_es.trainer.scoring import RewardFunctionError, RewardTally, check_reward_columns, score_completions
+from hf_es.scoring import RewardFunctionError, RewardTally, check_reward_columns, score_completions
 
 INPUTS = [{"prompt": "p0", "answer": "a"}, {"prompt": "p1", "answer": "b"}]
 COMPLETIONS = ["c00", "c01", "c10", "c11"]  # two generations per prompt
@@ -41,7 +42,7 @@ def test_completion_with_only_none_is_left_out_of_the_mean_with_a_warning(caplog
     def never(completions, **kwargs):
         return [None] * len(completions)
 
-    with caplog.at_level(logging.WARNING, logger="hf_es.trainer.scoring"):
+    with caplog.at_level(logging.WARNING, logger="hf_es.scoring.score"):
         scores = score([sometimes, never], policy="error", where="step 3, member 1")
     assert scores.scorable.tolist() == [True, False, True, False]
     assert math.isnan(scores.total[1]) and scores.mean() == 0.5  # not (1 + 0 + 0 + 0) / 4
@@ -98,3 +99,11 @@ def test_tally_averages_scorable_completions_only():
         "eval_rewards/f/mean": 0.5,
         "eval_completions/mean_length": 2.0,
     }
+
+
+def test_every_public_name_is_the_one_its_module_defines():
+    import hf_es.scoring as scoring
+
+    for name in scoring.__all__:
+        module = importlib.import_module(f"hf_es.scoring.{scoring._LAZY.get(name, 'calls')}")
+        assert getattr(scoring, name) is getattr(module, name)
