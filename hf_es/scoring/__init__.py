@@ -7,12 +7,15 @@
 - [`RewardTally`] (`tally.py`): rewards summed over completions and processes into evaluation metrics.
 - [`call_with_timeout`], [`missing_column`] (`calls.py`): one reward-function call under a deadline, and reading a
   missing dataset column from its exception.
+- [`call_with_deadline`], [`ScoringPool`] / [`get_pool`] (`timeout.py`): per-sample deadlines for verifiers, by an
+  in-process signal timer or by worker processes that are killed when they miss one.
 """
 
 import importlib
 from typing import TYPE_CHECKING
 
 from .calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
+from .timeout import SampleTimeout, ScoringPool, call_with_deadline, get_pool, signal_timer_available
 
 __all__ = [
     "FAILURE_POLICIES",
@@ -21,15 +24,20 @@ __all__ = [
     "RewardFunctionError",
     "RewardTally",
     "RewardTimeout",
+    "SampleTimeout",
     "Scores",
+    "ScoringPool",
+    "call_with_deadline",
     "call_with_timeout",
     "check_reward_columns",
     "check_reward_funcs",
     "missing_column",
     "missing_column_message",
     "reward_func_name",
+    "get_pool",
     "reward_weights_tensor",
     "score_completions",
+    "signal_timer_available",
 ]
 
 if TYPE_CHECKING:

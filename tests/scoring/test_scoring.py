@@ -3,6 +3,8 @@
 import importlib
 import logging
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -104,6 +106,19 @@ def test_tally_averages_scorable_completions_only():
 def test_every_public_name_is_the_one_its_module_defines():
     import hf_es.scoring as scoring
 
+    modules = [
+        importlib.import_module(f"hf_es.scoring.{name}") for name in ("calls", "checks", "score", "tally", "timeout")
+    ]
     for name in scoring.__all__:
-        module = importlib.import_module(f"hf_es.scoring.{scoring._LAZY.get(name, 'calls')}")
-        assert getattr(scoring, name) is getattr(module, name)
+        homes = [module for module in modules if name in module.__all__]
+        assert len(homes) == 1, name
+        assert getattr(scoring, name) is getattr(homes[0], name)
+
+
+def test_the_verifiers_get_their_deadlines_without_importing_torch():
+    # hf_es.rewards (and the scoring pool's worker processes) import hf_es.scoring for the timeout pool only.
+    code = (
+        "import sys, hf_es.rewards, hf_es.scoring.timeout; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
