@@ -35,6 +35,7 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 from ..scoring import SampleTimeout
 from .base import OUTCOME_NO_ANSWER, OUTCOME_OK, RewardFunction, TimeoutBackend, build_reward
 from .extraction import ExtractedAnswer, _resolve_strategies, extract_answer, extract_gold
+from .registry import register_reward
 
 __all__ = ["AccuracyConfig", "accuracy_reward", "answers_match", "make_accuracy_reward", "score_accuracy"]
 
@@ -317,4 +318,4 @@ def make_accuracy_reward(
 
 
 #: Default accuracy reward: answers extracted with `"auto"`, 5 s per-sample deadline, failures score 0.0.
-accuracy_reward = make_accuracy_reward()
+accuracy_reward = register_reward("accuracy", make_accuracy_reward())
