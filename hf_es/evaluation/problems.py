@@ -10,6 +10,7 @@ from typing import Any
 from datasets import Dataset
 
 from ..rewards import extract_answer, extract_gold, get_reward
+from ..scoring import reward_inputs
 from ..tasks import get_task, is_registered
 
 __all__ = [
@@ -123,12 +124,8 @@ def score_completions(
     Returns:
         One bool per completion.
     """
-    n = len(completions)
-    prompt = example["prompt"]
-    conversational = isinstance(prompt, list)
-    formatted = [[{"role": "assistant", "content": text}] for text in completions] if conversational else completions
-    columns = {key: [value] * n for key, value in example.items() if key not in ("prompt", "completion")}
-    rewards = reward_fn(prompts=[prompt] * n, completions=formatted, **columns)
+    prompts, formatted, columns = reward_inputs([example], completions, len(completions))
+    rewards = reward_fn(prompts=prompts, completions=formatted, **columns)
     return [reward is not None and float(reward) >= threshold for reward in rewards]
 
 

@@ -31,10 +31,11 @@ __all__ = [
     "call_with_timeout",
     "check_reward_columns",
     "check_reward_funcs",
+    "get_pool",
     "missing_column",
     "missing_column_message",
     "reward_func_name",
-    "get_pool",
+    "reward_inputs",
     "reward_weights_tensor",
     "score_completions",
     "signal_timer_available",
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
         reward_func_name,
         reward_weights_tensor,
     )
-    from .score import FAILURE_POLICIES, RewardFunctionError, Scores, score_completions
+    from .score import FAILURE_POLICIES, RewardFunctionError, Scores, reward_inputs, score_completions
     from .tally import RewardTally
 
 # Public name -> the submodule that defines it, imported on first access (see `__getattr__`).
@@ -63,6 +64,7 @@ _LAZY = {
     "FAILURE_POLICIES": "score",
     "RewardFunctionError": "score",
     "Scores": "score",
+    "reward_inputs": "score",
     "score_completions": "score",
     "RewardTally": "tally",
 }

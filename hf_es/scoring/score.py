@@ -27,7 +27,7 @@ from .checks import RewardFunc, missing_column_message, reward_func_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FAILURE_POLICIES", "RewardFunctionError", "Scores", "score_completions"]
+__all__ = ["FAILURE_POLICIES", "RewardFunctionError", "Scores", "reward_inputs", "score_completions"]
 
 FAILURE_POLICIES = ("error", "skip_member", "zero")
 
@@ -61,10 +61,20 @@ class Scores:
         return float(valid.mean()) if valid.numel() else float("nan")
 
 
-def _reward_kwargs(
-    inputs: list[dict[str, Any]], completions: list[str], completion_ids, repeat: int, trainer_state, callbacks
-):
-    """TRL's reward-function arguments for `inputs` each repeated `repeat` times (one entry per completion)."""
+def reward_inputs(
+    inputs: Sequence[Mapping[str, Any]], completions: list[str], repeat: int = 1
+) -> tuple[list[Any], list[Any], dict[str, list[Any]]]:
+    """The data half of TRL's reward-function arguments, one entry per completion.
+
+    Args:
+        inputs: Dataset rows (each with `prompt`), in order; each produced `repeat` completions.
+        completions: Completion texts, `repeat` per row, grouped by row.
+        repeat: Completions per row.
+
+    Returns:
+        `(prompts, completions, columns)`: each row's prompt repeated `repeat` times; the completions, as assistant
+        messages when the prompts are conversational; every other column (but `completion`) repeated likewise.
+    """
     from ..prompts import is_conversational_prompt
 
     prompts = [example["prompt"] for example in inputs for _ in range(repeat)]
@@ -75,6 +85,14 @@ def _reward_kwargs(
         for key in inputs[0]
         if key not in ("prompt", "completion")
     }
+    return prompts, completions, columns
+
+
+def _reward_kwargs(
+    inputs: list[dict[str, Any]], completions: list[str], completion_ids, repeat: int, trainer_state, callbacks
+):
+    """TRL's reward-function arguments for `inputs` each repeated `repeat` times (one entry per completion)."""
+    prompts, completions, columns = reward_inputs(inputs, completions, repeat)
     return dict(
         prompts=prompts,
         completions=completions,

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from hf_es.scoring import RewardFunctionError, RewardTally, check_reward_columns, score_completions
+from hf_es.scoring import RewardFunctionError, RewardTally, check_reward_columns, reward_inputs, score_completions
 
 INPUTS = [{"prompt": "p0", "answer": "a"}, {"prompt": "p1", "answer": "b"}]
 COMPLETIONS = ["c00", "c01", "c10", "c11"]  # two generations per prompt
@@ -122,3 +122,25 @@ def test_the_verifiers_get_their_deadlines_without_importing_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_reward_inputs_repeat_rows_and_wrap_chat_completions():
+    chat = [{"role": "user", "content": "2+2?"}]
+    rows = [{"prompt": chat, "solution": "4", "completion": "ignored"}, {"prompt": chat, "solution": "5"}]
+    prompts, completions, columns = reward_inputs(rows, ["a", "b", "c", "d"], repeat=2)
+    assert prompts == [chat] * 4
+    assert completions[1] == [{"role": "assistant", "content": "b"}]
+    assert columns == {"solution": ["4", "4", "5", "5"]}
+    assert reward_inputs([{"prompt": "p", "solution": "4"}], ["a"])[1] == ["a"]  # plain text stays text
+
+
+def test_evaluation_counts_a_completion_correct_at_the_threshold():
+    from hf_es.evaluation import score_completions as correct_completions
+
+    def reward(prompts, completions, solution, **kwargs):
+        assert prompts == ["p"] * 3 and solution == ["4"] * 3
+        return [1.0, None, 0.5]
+
+    example = {"prompt": "p", "solution": "4"}
+    assert correct_completions(reward, example, ["x", "y", "z"], threshold=0.5) == [True, False, True]
+    assert correct_completions(reward, example, ["x", "y", "z"], threshold=0.75) == [True, False, False]
