@@ -126,7 +126,7 @@ def _jsonl(name: str) -> list[dict]:
 
 def rewards() -> dict:
     from hf_es.rewards import accuracy_reward, make_accuracy_reward, make_format_reward
-    from hf_es.rewards._timeout import SampleTimeout, call_with_deadline
+    from hf_es.scoring import SampleTimeout, call_with_deadline
 
     # The data of tests/rewards/test_rewards.py: GSM8K's worked answers as both completion and gold; MATH-500's
     # worked solutions against the final answers.

@@ -70,7 +70,7 @@ class Task:
         name: Registry key (`dataset_name` in recipes, `--dataset` of the evaluation script).
         display_name: Human-readable name (model card, plots).
         loader: `loader(split, num_samples, seed, **options) -> Dataset` with `prompt` and `solution` columns.
-        rewards: Default reward function names (see [`reward_functions`]).
+        rewards: Default reward function names (registered in [`hf_es.rewards.registry`]).
         reward_weights: Weights of `rewards` (`None`: all 1).
         hub_id: Hub dataset id for Hub-backed tasks (`None` for generated ones).
         hub_config: Hub dataset config, if any.
@@ -246,18 +246,14 @@ class TaskArguments:
 
 
 def reward_functions(names: list[str]) -> list[Callable[..., list[float | None]]]:
-    """Looks up reward functions by name (`accuracy`, `format`, `countdown`)."""
-    from . import rewards
+    """[`hf_es.rewards.reward_functions`]: the registered reward functions called `names`.
 
-    registry = {
-        "accuracy": rewards.accuracy_reward,
-        "format": rewards.format_reward,
-        "countdown": rewards.countdown_reward,
-    }
-    unknown = [name for name in names if name not in registry]
-    if unknown:
-        raise ValueError(f"Unknown reward function(s) {unknown}; choose from {sorted(registry)}.")
-    return [registry[name] for name in names]
+    Kept here because the model card's usage snippet imports it from `hf_es.tasks` next to [`load_task`]; the
+    import is deferred so that `hf_es.tasks` does not load the verifiers (sympy, math-verify) until they are used.
+    """
+    from .rewards import reward_functions as registered
+
+    return registered(names)
 
 
 def load_task(args: TaskArguments, seed: int = 0) -> tuple[Dataset, Dataset | None]:

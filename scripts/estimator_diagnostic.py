@@ -209,7 +209,8 @@ def build_model_objectives(
     from hf_es.es import make_noise_source
     from hf_es.generation import SamplingConfig, TransformersGenerationBackend
     from hf_es.models import resolve_model_name_or_path
-    from hf_es.tasks import TaskArguments, load_task, reward_functions
+    from hf_es.rewards import reward_functions
+    from hf_es.tasks import TaskArguments, load_task
 
     path = resolve_model_name_or_path(args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(path)

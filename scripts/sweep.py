@@ -38,7 +38,8 @@ from hf_es import ESConfig, ESTrainer
 from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.model_card import plot_reward_curve
 from hf_es.models import resolve_model_name_or_path
-from hf_es.tasks import TaskArguments, load_task, reward_functions
+from hf_es.rewards import reward_functions
+from hf_es.tasks import TaskArguments, load_task
 from hf_es.trainer.es_config import check_no_grpo_only_fields
 
 

@@ -16,7 +16,8 @@ from trl import ModelConfig
 from hf_es import ESConfig, ESTrainer
 from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.model_card import plot_reward_curve
-from hf_es.tasks import TaskArguments, apply_model_config, describe_task, load_task, reward_functions
+from hf_es.rewards import reward_functions
+from hf_es.tasks import TaskArguments, apply_model_config, describe_task, load_task
 from hf_es.trainer.es_config import check_no_grpo_only_fields
 
 

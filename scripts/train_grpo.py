@@ -37,8 +37,9 @@ from hf_es.model_card import plot_reward_curve
 from hf_es.model_card.lineage import training_lineage, write_lineage
 from hf_es.model_card.sections import lineage_text
 from hf_es.prompts import prompt_texts
-from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
-from hf_es.trainer.scoring import reward_weights_tensor, score_completions
+from hf_es.rewards import reward_functions
+from hf_es.scoring import reward_weights_tensor, score_completions
+from hf_es.tasks import TaskArguments, apply_model_config, load_task
 from hf_es.trainer.utils import write_redacted_training_args
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from datasets import Dataset
 
+from ..rewards import extract_answer, extract_gold, get_reward
+from ..scoring import reward_inputs
 from ..tasks import get_task, is_registered
 
 __all__ = [
@@ -86,7 +88,7 @@ def _with_system_prompt(prompt: Any, system_prompt: str) -> Any:
 
 
 def load_reward(name: str) -> Callable[..., list[float | None]]:
-    """A verifier by name: a registered reward (`accuracy`, `format`, `countdown`) or `package.module:function`.
+    """A verifier by name: a registered reward ([`hf_es.rewards.registered_rewards`]) or `package.module:function`.
 
     Returns:
         A TRL-style reward function `f(prompts, completions, **columns) -> list[float | None]`.
@@ -94,9 +96,7 @@ def load_reward(name: str) -> Callable[..., list[float | None]]:
     if ":" in name:
         module_name, function_name = name.split(":", 1)
         return getattr(importlib.import_module(module_name), function_name)
-    from ..tasks import reward_functions
-
-    return reward_functions([name])[0]
+    return get_reward(name)
 
 
 def problem_id(example: Mapping[str, Any], index: int) -> str:
@@ -124,26 +124,18 @@ def score_completions(
     Returns:
         One bool per completion.
     """
-    n = len(completions)
-    prompt = example["prompt"]
-    conversational = isinstance(prompt, list)
-    formatted = [[{"role": "assistant", "content": text}] for text in completions] if conversational else completions
-    columns = {key: [value] * n for key, value in example.items() if key not in ("prompt", "completion")}
-    rewards = reward_fn(prompts=[prompt] * n, completions=formatted, **columns)
+    prompts, formatted, columns = reward_inputs([example], completions, len(completions))
+    rewards = reward_fn(prompts=prompts, completions=formatted, **columns)
     return [reward is not None and float(reward) >= threshold for reward in rewards]
 
 
 def extract_final_answer(completion: str) -> str | None:
     """The final answer of a completion as the verifier extracts it (`None`: the sample abstains from Maj@K)."""
-    from ..rewards import extract_answer
-
     answer = extract_answer(completion)
     return None if answer is None else str(answer)
 
 
 def extract_gold_answer(solution: Any) -> str | None:
     """The gold final answer of a `solution` value (GSM8K `#### 18`, MATH `\\boxed{}`, or a bare answer)."""
-    from ..rewards import extract_gold
-
     gold = extract_gold(solution)
     return None if gold is None else str(gold)

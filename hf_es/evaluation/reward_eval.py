@@ -12,6 +12,7 @@ import torch
 from ..es import stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig
 from ..generation.entropy import token_entropy_sums
+from ..scoring import RewardTally
 
 __all__ = ["evaluate_rewards"]
 
@@ -53,8 +54,6 @@ def evaluate_rewards(
         with a transformers model behind `backend`, `{prefix}_entropy`: the mean per-token entropy (nats) of the
         evaluated policy on its own completions ([`~hf_es.generation.entropy.token_entropy_sums`], exact).
     """
-    from ..trainer.utils import RewardTally
-
     start = time.perf_counter()
     indices = list(range(accelerator.process_index, len(dataset), accelerator.num_processes))
     tally = RewardTally(reward_func_names)
@@ -71,7 +70,7 @@ def evaluate_rewards(
             entropy += torch.tensor(sums, dtype=torch.float64)
         scored = score(batch, result, f"evaluation, example {indices[offset]}")
         if scored is not None:
-            # `hf_es.trainer.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
+            # `hf_es.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
             per_function, total = (scored.per_function, scored.total) if hasattr(scored, "total") else scored
             tally.add(per_function, total, result.completion_ids)
     metrics = tally.metrics(accelerator, metric_key_prefix)

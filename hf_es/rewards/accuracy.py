@@ -32,9 +32,10 @@ import sympy
 from latex2sympy2_extended.math_normalization import NormalizationConfig
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-from ._timeout import SampleTimeout
+from ..scoring import SampleTimeout
 from .base import OUTCOME_NO_ANSWER, OUTCOME_OK, RewardFunction, TimeoutBackend, build_reward
 from .extraction import ExtractedAnswer, _resolve_strategies, extract_answer, extract_gold
+from .registry import register_reward
 
 __all__ = ["AccuracyConfig", "accuracy_reward", "answers_match", "make_accuracy_reward", "score_accuracy"]
 
@@ -205,7 +206,7 @@ def answers_match(
 
     Plain decimal numbers on both sides are compared exactly; anything else goes through `math_verify.parse` and
     `math_verify.verify` (cached). Runs without a deadline: call it through a reward function, or under
-    [`~hf_es.rewards._timeout.call_with_deadline`], for untrusted input.
+    [`~hf_es.scoring.call_with_deadline`], for untrusted input.
 
     Args:
         gold (`str`): the gold answer (an [`ExtractedAnswer`], or a string read as LaTeX).
@@ -317,4 +318,4 @@ def make_accuracy_reward(
 
 
 #: Default accuracy reward: answers extracted with `"auto"`, 5 s per-sample deadline, failures score 0.0.
-accuracy_reward = make_accuracy_reward()
+accuracy_reward = register_reward("accuracy", make_accuracy_reward())

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._timeout import SampleTimeout, call_with_deadline, get_pool, signal_timer_available
+from ..scoring import SampleTimeout, call_with_deadline, get_pool, signal_timer_available
 from .extraction import completion_to_text
 
 logger = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from typing import Any
 
 from .base import OUTCOME_NO_ANSWER, OUTCOME_OK, RewardFunction, TimeoutBackend, build_reward
 from .extraction import extract_last_boxed, extract_last_tag
+from .registry import register_reward
 
 __all__ = [
     "CountdownConfig",
@@ -248,4 +249,4 @@ def make_countdown_reward(
 
 
 #: Default Countdown reward: last `<answer>` (or box, or last line); all numbers exactly once; 1.0 / 0.0.
-countdown_reward = make_countdown_reward()
+countdown_reward = register_reward("countdown", make_countdown_reward())

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .base import OUTCOME_NO_ANSWER, OUTCOME_OK, RewardFunction, TimeoutBackend, build_reward
 from .extraction import _boxed_spans
+from .registry import register_reward
 
 __all__ = ["ANSWER_FORMATS", "FormatConfig", "format_reward", "make_format_reward", "score_format"]
 
@@ -133,4 +134,4 @@ def make_format_reward(
 
 
 #: Default format reward: exactly one `\\boxed{...}`, at the end of the completion.
-format_reward = make_format_reward()
+format_reward = register_reward("format", make_format_reward())

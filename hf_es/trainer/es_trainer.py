@@ -37,12 +37,7 @@ from ..evaluation import evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
-from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
-from .es_config import ESConfig
-from .publishing import PublishingMixin
-from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
-from .saving import CheckpointingMixin
-from .scoring import (
+from ..scoring import (
     RewardFunc,
     RewardFunctionError,
     check_reward_columns,
@@ -51,6 +46,11 @@ from .scoring import (
     reward_weights_tensor,
     score_completions,
 )
+from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
+from .es_config import ESConfig
+from .publishing import PublishingMixin
+from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
+from .saving import CheckpointingMixin
 from .step_logging import (
     add_step_metrics,
     completions_sample,

@@ -1,5 +1,4 @@
-"""Pieces shared by `ESTrainer` and the GRPO baseline trainer (`scripts/train_grpo.py`), so both evaluate and save
-the same way."""
+"""Pieces shared by `ESTrainer` and the GRPO baseline trainer (`scripts/train_grpo.py`), so both save the same way."""
 
 from __future__ import annotations
 
@@ -8,9 +7,7 @@ from typing import Any
 
 from transformers.trainer import TRAINING_ARGS_NAME
 
-from .scoring import RewardTally  # re-exported: scripts/train_grpo.py imports it from here
-
-__all__ = ["RewardTally", "write_redacted_training_args"]
+__all__ = ["write_redacted_training_args"]
 
 
 def write_redacted_training_args(output_dir: str, args: Any) -> None:

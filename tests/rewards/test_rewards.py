@@ -23,8 +23,8 @@ from hf_es.rewards import (
     make_countdown_reward,
     make_format_reward,
 )
-from hf_es.rewards._timeout import SampleTimeout, ScoringPool, call_with_deadline
 from hf_es.rewards.accuracy import _verify_cached
+from hf_es.scoring import SampleTimeout, ScoringPool, call_with_deadline
 
 
 def _jsonl(name: str, split: str) -> list[dict]:

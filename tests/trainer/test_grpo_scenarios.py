@@ -346,7 +346,7 @@ def test_warning_raised_all_rewards_none(tmp_path, tiny_model_id, caplog):
 
     # TRL logs under "trl.trainer.grpo_trainer" as "All reward functions returned None for the following kwargs:";
     # ESTrainer's scoring module words it as below, naming the prompt and completion as TRL does.
-    with caplog.at_level("WARNING", logger="hf_es.trainer.scoring"):
+    with caplog.at_level("WARNING", logger="hf_es.scoring.score"):
         trainer.train()
 
     expected_warning = "Every reward function returned None for 9 of 9 completions"

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .timeout import SampleTimeout, call_with_deadline, signal_timer_available
+
 __all__ = ["TRAINER_REWARD_ARGS", "RewardTimeout", "call_with_timeout", "missing_column"]
 
 TRAINER_REWARD_ARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_metric", "log_extra")
@@ -27,8 +29,6 @@ def call_with_timeout(func: Callable[..., Any], timeout: float | None, kwargs: d
     func = _awaiting(func)
     if not timeout:
         return func(**kwargs)
-    from ..rewards._timeout import SampleTimeout, call_with_deadline, signal_timer_available
-
     if signal_timer_available():
         try:
             return call_with_deadline(lambda: func(**kwargs), timeout)

@@ -1,12 +1,15 @@
-"""`hf_es.trainer.scoring`: reward calls, TRL's None convention and the failure policy, on plain lists (no model)."""
+"""`hf_es.scoring`: reward calls, TRL's None convention and the failure policy, on plain lists (no model)."""
 
+import importlib
 import logging
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from hf_es.trainer.scoring import RewardFunctionError, RewardTally, check_reward_columns, score_completions
+from hf_es.scoring import RewardFunctionError, RewardTally, check_reward_columns, reward_inputs, score_completions
 
 INPUTS = [{"prompt": "p0", "answer": "a"}, {"prompt": "p1", "answer": "b"}]
 COMPLETIONS = ["c00", "c01", "c10", "c11"]  # two generations per prompt
@@ -41,7 +44,7 @@ def test_completion_with_only_none_is_left_out_of_the_mean_with_a_warning(caplog
     def never(completions, **kwargs):
         return [None] * len(completions)
 
-    with caplog.at_level(logging.WARNING, logger="hf_es.trainer.scoring"):
+    with caplog.at_level(logging.WARNING, logger="hf_es.scoring.score"):
         scores = score([sometimes, never], policy="error", where="step 3, member 1")
     assert scores.scorable.tolist() == [True, False, True, False]
     assert math.isnan(scores.total[1]) and scores.mean() == 0.5  # not (1 + 0 + 0 + 0) / 4
@@ -98,3 +101,46 @@ def test_tally_averages_scorable_completions_only():
         "eval_rewards/f/mean": 0.5,
         "eval_completions/mean_length": 2.0,
     }
+
+
+def test_every_public_name_is_the_one_its_module_defines():
+    import hf_es.scoring as scoring
+
+    modules = [
+        importlib.import_module(f"hf_es.scoring.{name}") for name in ("calls", "checks", "score", "tally", "timeout")
+    ]
+    for name in scoring.__all__:
+        homes = [module for module in modules if name in module.__all__]
+        assert len(homes) == 1, name
+        assert getattr(scoring, name) is getattr(homes[0], name)
+
+
+def test_the_verifiers_get_their_deadlines_without_importing_torch():
+    # hf_es.rewards (and the scoring pool's worker processes) import hf_es.scoring for the timeout pool only.
+    code = (
+        "import sys, hf_es.rewards, hf_es.scoring.timeout; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_reward_inputs_repeat_rows_and_wrap_chat_completions():
+    chat = [{"role": "user", "content": "2+2?"}]
+    rows = [{"prompt": chat, "solution": "4", "completion": "ignored"}, {"prompt": chat, "solution": "5"}]
+    prompts, completions, columns = reward_inputs(rows, ["a", "b", "c", "d"], repeat=2)
+    assert prompts == [chat] * 4
+    assert completions[1] == [{"role": "assistant", "content": "b"}]
+    assert columns == {"solution": ["4", "4", "5", "5"]}
+    assert reward_inputs([{"prompt": "p", "solution": "4"}], ["a"])[1] == ["a"]  # plain text stays text
+
+
+def test_evaluation_counts_a_completion_correct_at_the_threshold():
+    from hf_es.evaluation import score_completions as correct_completions
+
+    def reward(prompts, completions, solution, **kwargs):
+        assert prompts == ["p"] * 3 and solution == ["4"] * 3
+        return [1.0, None, 0.5]
+
+    example = {"prompt": "p", "solution": "4"}
+    assert correct_completions(reward, example, ["x", "y", "z"], threshold=0.5) == [True, False, True]
+    assert correct_completions(reward, example, ["x", "y", "z"], threshold=0.75) == [True, False, False]

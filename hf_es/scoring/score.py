@@ -14,7 +14,6 @@ rules, as in TRL 1.16's GRPOTrainer:
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -23,25 +22,13 @@ from typing import Any
 
 import torch
 
-from .reward_calls import TRAINER_REWARD_ARGS, RewardTimeout, call_with_timeout, missing_column
+from .calls import RewardTimeout, call_with_timeout, missing_column
+from .checks import RewardFunc, missing_column_message, reward_func_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "reward_weights_tensor",
-    "FAILURE_POLICIES",
-    "RewardFunc",
-    "RewardFunctionError",
-    "RewardTally",
-    "Scores",
-    "check_reward_columns",
-    "check_reward_funcs",
-    "missing_column_message",
-    "reward_func_name",
-    "score_completions",
-]
+__all__ = ["FAILURE_POLICIES", "RewardFunctionError", "Scores", "reward_inputs", "score_completions"]
 
-RewardFunc = Callable[..., Sequence[float | None]]
 FAILURE_POLICIES = ("error", "skip_member", "zero")
 
 
@@ -74,71 +61,20 @@ class Scores:
         return float(valid.mean()) if valid.numel() else float("nan")
 
 
-def reward_func_name(func: Any) -> str:
-    """The name a reward function is logged under (`rewards/<name>/mean`)."""
-    return getattr(func, "__name__", type(func).__name__)
+def reward_inputs(
+    inputs: Sequence[Mapping[str, Any]], completions: list[str], repeat: int = 1
+) -> tuple[list[Any], list[Any], dict[str, list[Any]]]:
+    """The data half of TRL's reward-function arguments, one entry per completion.
 
+    Args:
+        inputs: Dataset rows (each with `prompt`), in order; each produced `repeat` completions.
+        completions: Completion texts, `repeat` per row, grouped by row.
+        repeat: Completions per row.
 
-def check_reward_funcs(reward_funcs: RewardFunc | Sequence[RewardFunc] | None) -> list[RewardFunc]:
-    """The reward functions as a non-empty list of callables, or a clear error."""
-    funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
-    if reward_funcs is None or not funcs:
-        raise ValueError("ESTrainer needs at least one reward function (reward_funcs=...).")
-    for func in funcs:
-        if isinstance(func, str):
-            raise NotImplementedError(
-                f"Reward model {func!r}: reward models given by name are not supported yet; pass a callable."
-            )
-        if not callable(func):
-            raise TypeError(f"Reward functions must be callables, got {type(func).__name__}.")
-    return funcs
-
-
-def missing_column_message(column: str, columns: Sequence[str], dataset_name: str) -> str:
-    """The end of an error message for a reward function that needs a column the dataset lacks."""
-    return (
-        f"needs the dataset column {column!r}, but {dataset_name} has no such "
-        f"column (columns: {list(columns)}). Reward functions receive every column except 'prompt' as a "
-        f"keyword argument: add the column, or rename the one holding the gold answers, e.g. "
-        f"`{dataset_name} = {dataset_name}.rename_column('answer', {column!r})`."
-    )
-
-
-def reward_weights_tensor(reward_weights: Sequence[float] | None, num_reward_funcs: int) -> torch.Tensor:
-    """`args.reward_weights` as a float64 tensor (all ones when unset), checked against the number of functions."""
-    weights = reward_weights or [1.0] * num_reward_funcs
-    if len(weights) != num_reward_funcs:
-        raise ValueError(
-            f"reward_weights has {len(weights)} entries but there are {num_reward_funcs} reward functions."
-        )
-    return torch.tensor(weights, dtype=torch.float64)
-
-
-def check_reward_columns(reward_funcs: Sequence[RewardFunc], columns: Sequence[str], dataset_name: str) -> None:
-    """Fails early when a reward function declares a required argument that is no column of the dataset."""
-    if not columns:
-        return
-    for func in reward_funcs:
-        try:
-            parameters = inspect.signature(func).parameters.values()
-        except (TypeError, ValueError):
-            continue
-        for parameter in parameters:
-            required = parameter.default is inspect.Parameter.empty and parameter.kind in (
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                inspect.Parameter.KEYWORD_ONLY,
-            )
-            if required and parameter.name not in TRAINER_REWARD_ARGS and parameter.name not in columns:
-                raise ValueError(
-                    f"Reward function {reward_func_name(func)!r} "
-                    + missing_column_message(parameter.name, columns, dataset_name)
-                )
-
-
-def _reward_kwargs(
-    inputs: list[dict[str, Any]], completions: list[str], completion_ids, repeat: int, trainer_state, callbacks
-):
-    """TRL's reward-function arguments for `inputs` each repeated `repeat` times (one entry per completion)."""
+    Returns:
+        `(prompts, completions, columns)`: each row's prompt repeated `repeat` times; the completions, as assistant
+        messages when the prompts are conversational; every other column (but `completion`) repeated likewise.
+    """
     from ..prompts import is_conversational_prompt
 
     prompts = [example["prompt"] for example in inputs for _ in range(repeat)]
@@ -149,6 +85,14 @@ def _reward_kwargs(
         for key in inputs[0]
         if key not in ("prompt", "completion")
     }
+    return prompts, completions, columns
+
+
+def _reward_kwargs(
+    inputs: list[dict[str, Any]], completions: list[str], completion_ids, repeat: int, trainer_state, callbacks
+):
+    """TRL's reward-function arguments for `inputs` each repeated `repeat` times (one entry per completion)."""
+    prompts, completions, columns = reward_inputs(inputs, completions, repeat)
     return dict(
         prompts=prompts,
         completions=completions,
@@ -282,45 +226,3 @@ def score_completions(
             f"{completions[index][:200]!r}."
         )
     return Scores(per_function, total, failures)
-
-
-class RewardTally:
-    """Accumulates rewards over completions on one process and turns them into evaluation metrics.
-
-    Args:
-        reward_func_names: Names of the reward functions, in order.
-    """
-
-    def __init__(self, reward_func_names: Sequence[str]):
-        self.names = list(reward_func_names)
-        num = len(self.names)
-        # total sum | scorable completions | per-function sums | per-function counts | completion tokens | completions
-        self.sums = torch.zeros(2 * num + 4, dtype=torch.float64)
-
-    def add(self, per_function: torch.Tensor, total: torch.Tensor, completion_ids: Sequence[Sequence[int]]) -> None:
-        """Adds one batch: per-function rewards `(completions, funcs)` with NaN for "not applicable", weighted
-        totals `(completions,)` (NaN: unscorable) and the completions' token ids."""
-        num = len(self.names)
-        scorable = ~torch.isnan(total)
-        self.sums[0] += total[scorable].sum()
-        self.sums[1] += scorable.sum()
-        self.sums[2 : 2 + num] += per_function.nan_to_num(0.0).sum(dim=0)
-        self.sums[2 + num : 2 + 2 * num] += (~per_function.isnan()).sum(dim=0)
-        self.sums[2 + 2 * num] += sum(len(ids) for ids in completion_ids)
-        self.sums[3 + 2 * num] += len(completion_ids)
-
-    def metrics(self, accelerator: Any, prefix: str = "eval") -> dict[str, float]:
-        """Sums over all processes (one all-reduce) and returns `{prefix}_reward` (mean over scorable completions),
-        `{prefix}_rewards/<fn>/mean` and `{prefix}_completions/mean_length`."""
-        sums = self.sums
-        if accelerator.num_processes > 1:
-            sums = accelerator.reduce(sums.to(accelerator.device), reduction="sum").cpu()
-        num = len(self.names)
-        scorable = float(sums[1])
-        metrics = {f"{prefix}_reward": float(sums[0]) / scorable if scorable else float("nan")}
-        for j, name in enumerate(self.names):
-            applicable = float(sums[2 + num + j])
-            if applicable:
-                metrics[f"{prefix}_rewards/{name}/mean"] = float(sums[2 + j]) / applicable
-        metrics[f"{prefix}_completions/mean_length"] = float(sums[2 + 2 * num]) / max(float(sums[3 + 2 * num]), 1.0)
-        return metrics
