@@ -39,6 +39,7 @@ from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
 from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
 from .es_config import ESConfig
+from .probe import check_perturbations_land
 from .publishing import PublishingMixin
 from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
 from .saving import CheckpointingMixin
@@ -153,7 +154,10 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         args, weights = self.args, self.backend.live_weights()
         num_parameters = sum(tensor.numel() for tensor in weights.values())
         noise = make_noise_source(args.noise_type, table_size=args.noise_table_size, num_parameters=num_parameters)
-        self._init_centre(noise, master_device_for(args.es_master_device, weights, noise))
+        engine_share = args.vllm_gpu_memory_utilization if args.use_vllm else None
+        self._init_centre(
+            noise, master_device_for(args.es_master_device, weights, noise, engine_utilization=engine_share)
+        )
         first_seed = make_population(args.noise_seed, 0, args.population_size, args.estimator)[0].seed
         check_same_noise_on_every_process(self.backend.centre, first_seed, gather_object)
 
@@ -167,6 +171,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             )
         else:
             self.backend.init_centre(noise, master_device=master_device)
+        if self.args.check_perturbations:
+            check_perturbations_land(self.backend)
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
