@@ -183,9 +183,10 @@ class ESConfig(TrainingArguments):
 
         es_master_device (`str`, *optional*, defaults to `"auto"`):
             Where the fp32 master copy and the noise live, for both backends. `"auto"`: on the device of the live
-            weights (the GPU) when 4 bytes per parameter + the noise table fit in its free memory (after vLLM's
-            `vllm_gpu_memory_utilization` share, keeping 10% of the device for generation), else on the host with a
-            logged reason; `"accelerator"`: on the live weights' device regardless; `"cpu"`: on the host (saves
+            weights (the GPU) when 4 bytes per parameter + the noise table fit in its free memory (beside vLLM's
+            `vllm_gpu_memory_utilization` share keeping a fixed 2 GiB, or keeping 10% of the device for transformers
+            generation), else on the host with a logged reason that, with vLLM, names the largest utilization at which
+            it would fit; `"accelerator"`: on the live weights' device regardless; `"cpu"`: on the host (saves
             device memory; every perturbation is then host arithmetic plus a copy, much slower).
         check_perturbations (`bool`, *optional*, defaults to `True`):
             Before the first step and after a resume, prove on a few short prompts that perturbing each group of
