@@ -160,6 +160,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         )
         first_seed = make_population(args.noise_seed, 0, args.population_size, args.estimator)[0].seed
         check_same_noise_on_every_process(self.backend.centre, first_seed, gather_object)
+        if args.check_perturbations:
+            check_perturbations_land(self.backend)
 
     def _init_centre(self, noise: Any, master_device: Any = None) -> None:
         """Snapshots the live weights as the ES centre: full-rank noise (the paper) or low-rank directions."""
@@ -171,8 +173,6 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             )
         else:
             self.backend.init_centre(noise, master_device=master_device)
-        if self.args.check_perturbations:
-            check_perturbations_land(self.backend)
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
@@ -207,6 +207,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         self.model_wrapped = self.model
         if resume_from_checkpoint is not None:
             self._load_es_state(resume_from_checkpoint)
+            if self.args.check_perturbations:  # the resumed centre, in the engine as it now runs
+                check_perturbations_land(self.backend)
             self.optimizer.step()  # a no-op that lets the scheduler fast-forward without warning
             for _ in range(self.state.global_step):
                 self.lr_scheduler.step()

@@ -80,3 +80,13 @@ def test_a_trainer_whose_backend_does_not_see_the_writes_stops_before_training(t
             processing_class=tiny_tokenizer(),
             generation_backend=DetachedCopyBackend(model, tiny_tokenizer()),
         )
+
+
+def test_the_check_runs_again_after_a_resume(tmp_path, monkeypatch):
+    first = make_trainer(tmp_path, max_steps=1, save_strategy="steps", save_steps=1)
+    first.train()
+    calls = []
+    monkeypatch.setattr("hf_es.trainer.es_trainer.check_perturbations_land", calls.append)
+    resumed = make_trainer(tmp_path, max_steps=2, save_strategy="no")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-1"))
+    assert calls == [resumed.backend, resumed.backend]  # at construction, then on the resumed centre
