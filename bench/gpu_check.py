@@ -378,13 +378,21 @@ def check_inplace_compiled(shape: dict[str, Any], device: torch.device, dtype: t
     result: dict[str, Any] = {}
     for name, options in modes.items():
         torch._dynamo.reset()
-        compiled = _logits_fn(torch.compile(model, **options), input_ids)
-        for _ in range(3):  # compile, then (reduce-overhead) record the CUDA graph
-            compiled()
-        result[name] = _lands_and_restores(centre, compiled, eager)
+        try:
+            compiled = _logits_fn(torch.compile(model, **options), input_ids)
+            for _ in range(3):  # compile, then (reduce-overhead) record the CUDA graph
+                compiled()
+            result[name] = _lands_and_restores(centre, compiled, eager)
+        except Exception as error:  # one mode's failure must not hide the others' results; it still fails the run
+            centre.restore_()
+            result[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
     torch._dynamo.reset()
     if device.type == "cuda":
-        result["cuda_graph_capture"] = _lands_and_restores(centre, _captured_graph(model, input_ids), eager)
+        try:
+            result["cuda_graph_capture"] = _lands_and_restores(centre, _captured_graph(model, input_ids), eager)
+        except Exception as error:
+            centre.restore_()
+            result["cuda_graph_capture"] = {"error": f"{type(error).__name__}: {error}"[:500]}
     else:
         result["cuda_graph_capture"] = {"not_applicable": "needs CUDA"}
     return result
@@ -560,7 +568,8 @@ def _check_model(report: Report, entry: dict[str, Any], model, device: torch.dev
 
 
 def all_checks_pass(data: dict[str, Any]) -> bool:
-    """No error, no section skipped for time, and no boolean check (see `PASS_KEYS`) False."""
+    """No error (in a section or a sub-check), no section skipped for time, and no boolean check (see `PASS_KEYS`)
+    False."""
     sections = [section for entry in data["models"].values() for section in entry.values()]
     sections += list(data["checks"].values())
 
@@ -571,6 +580,8 @@ def all_checks_pass(data: dict[str, Any]) -> bool:
                     yield from values(value)
                 elif key.startswith(PASS_KEYS):
                     yield value
+                elif key == "error":  # a sub-check that raised (e.g. one compile mode)
+                    yield False
 
     return (
         not data["errors"]
