@@ -4,7 +4,15 @@ from .centre import ESCentre, check_same_noise_on_every_process, find_disagreein
 from .diversity import PopulationDiversity, population_diversity
 from .low_rank import NON_MATRIX_NOISE, PERTURBATIONS, LowRankCentre, low_rank_factors
 from .noise import GaussianNoise, NoiseSource, NoiseTable, make_noise_source, stable_seed, table_size_for_model
-from .placement import MASTER_DEVICES, MasterPlacement, choose_master_device, master_device_for
+from .placement import (
+    MASTER_DEVICES,
+    MasterPlacement,
+    choose_master_device,
+    master_bytes_needed,
+    master_device_for,
+    noise_chunk_size_for,
+    plan_master_placement,
+)
 from .population import ESEstimate, Member, estimate_update, make_population, member_seed
 from .shaping import FITNESS_SHAPING, centered_rank, get_fitness_shaping, no_shaping, zscore
 
@@ -31,11 +39,14 @@ __all__ = [
     "low_rank_factors",
     "make_noise_source",
     "make_population",
+    "master_bytes_needed",
     "master_device_for",
     "member_seed",
     "no_shaping",
+    "noise_chunk_size_for",
     "noise_digest",
     "population_diversity",
+    "plan_master_placement",
     "stable_seed",
     "table_size_for_model",
     "zscore",

@@ -108,7 +108,9 @@ class LowRankCentre(ESCentre):
         member = torch.addmm(master, a, b.T, alpha=scale / math.sqrt(self.rank))
         live.copy_(member)
 
-    def _update_tensor_(self, name: str, master: torch.Tensor, seeds: list[int], steps: list[float]) -> float:
+    def _update_tensor_(
+        self, name: str, master: torch.Tensor, seeds: list[int], steps: list[float]
+    ) -> torch.Tensor | float:
         if not self.is_matrix(name):
             return super()._update_tensor_(name, master, seeds, steps) if self.non_matrix_noise == "full" else 0.0
         factors = [self.factors(seed, name) for seed in seeds]
@@ -118,4 +120,4 @@ class LowRankCentre(ESCentre):
         delta = stacked_a @ stacked_b.T
         delta /= math.sqrt(self.rank)
         master += delta
-        return float(torch.linalg.vector_norm(delta)) ** 2
+        return torch.linalg.vector_norm(delta).double().square()

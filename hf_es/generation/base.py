@@ -179,3 +179,20 @@ class GenerationBackend(ABC):
     def apply_update(self, seeds: list[int], coefficients: list[float], learning_rate: float) -> float:
         """Moves the centre by `learning_rate * sum_j coefficients[j] * eps(seeds[j])`; returns the update norm."""
         return self._require_centre().update_(seeds, coefficients, learning_rate)
+
+    def prompt_logits(self, prompts: list[str]) -> torch.Tensor:
+        """Next-token logits after each prompt with the current weights, as generation would compute them.
+
+        Used by the start-up check that perturbations reach the computation (see `hf_es.trainer.probe`): the values
+        must come from the same weights and execution mode as [`generate`], and be deterministic for fixed weights.
+
+        Args:
+            prompts: Prompt texts, chat template already applied.
+
+        Returns:
+            A float32 host tensor of shape `(len(prompts), vocab_size)`.
+
+        Raises:
+            NotImplementedError: The engine cannot return logits.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not return prompt logits.")

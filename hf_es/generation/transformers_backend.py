@@ -179,3 +179,15 @@ class TransformersGenerationBackend(GenerationBackend):
             )
             for k in range(len(members))
         ]
+
+    @torch.no_grad()
+    def prompt_logits(self, prompts: list[str]) -> torch.Tensor:
+        """One left-padded forward in eval mode (as `generate` runs); the logits at each prompt's last token."""
+        was_training = self.model.training
+        self.model.eval()
+        encoded = self.tokenizer(
+            prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
+        ).to(self.model.device)
+        logits = self.model(**encoded, logits_to_keep=1).logits[:, -1, :]
+        self.model.train(was_training)
+        return logits.float().cpu()

@@ -153,8 +153,8 @@ class VLLMGenerationBackend(GenerationBackend):
 
         The engine is created from the trainer model's config and tokenizer (written to a temporary directory) with
         dummy weights, then the model's current weights are copied in, so in-memory models and checkpoints resumed
-        into `trainer.model` are honoured. The trainer's model is then moved to the host (the engine is the only
-        full copy on the accelerator) and kept equal to the ES centre (see `mirror_model`).
+        into `trainer.model` are honoured. The trainer's model moves to the host before the engine starts (the engine
+        is the only full copy on the accelerator) and is kept equal to the ES centre (see `mirror_model`).
 
         Args:
             trainer: The `ESTrainer` (uses `model`, `processing_class`, `args` and `accelerator`).
@@ -172,6 +172,12 @@ class VLLMGenerationBackend(GenerationBackend):
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(accelerator.local_process_index))
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         param_dtype = next(model.parameters()).dtype
+        # Off the accelerator before LLM() measures free memory: the engine then gets its share and the fp32 ES master
+        # the rest (hf_es.es.placement); the initial weights are copied from the host.
+        if model.device.type != "cpu":
+            model.to("cpu")
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
         config_dir = tempfile.mkdtemp(prefix="hf_es_vllm_")
         try:
             model.config.save_pretrained(config_dir)
@@ -197,10 +203,6 @@ class VLLMGenerationBackend(GenerationBackend):
             )
         finally:
             shutil.rmtree(config_dir, ignore_errors=True)
-        if model.device.type != "cpu":
-            model.to("cpu")
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
         return backend
 
     # ------------------------------------------------------------- weights

@@ -190,10 +190,16 @@ class ESConfig(TrainingArguments):
 
         es_master_device (`str`, *optional*, defaults to `"auto"`):
             Where the fp32 master copy and the noise live, for both backends. `"auto"`: on the device of the live
-            weights (the GPU) when 4 bytes per parameter + the noise table fit in its free memory (after vLLM's
-            `vllm_gpu_memory_utilization` share, keeping 10% of the device for generation), else on the host with a
-            logged reason; `"accelerator"`: on the live weights' device regardless; `"cpu"`: on the host (saves
+            weights (the GPU) when 4 bytes per parameter + the noise table fit in its free memory (beside vLLM's
+            `vllm_gpu_memory_utilization` share keeping a fixed 2 GiB, or keeping 10% of the device for transformers
+            generation), else on the host with a logged reason that, with vLLM, names the largest utilization at which
+            it would fit; `"accelerator"`: on the live weights' device regardless; `"cpu"`: on the host (saves
             device memory; every perturbation is then host arithmetic plus a copy, much slower).
+        check_perturbations (`bool`, *optional*, defaults to `True`):
+            Before the first step and after a resume, prove on a few short prompts that perturbing each group of
+            evolved weights (attention, MLP, embeddings / LM head, norms, adapters) changes the centre's logits and
+            that restoring makes them bit-identical again; stop with an error naming the group otherwise (see
+            `hf_es.trainer.probe`; a few forwards).
 
     > [!NOTE]
     > Defaults that differ from `TrainingArguments`: `learning_rate=2.5e-4`, `lr_scheduler_type="constant"`,
@@ -325,6 +331,10 @@ class ESConfig(TrainingArguments):
             "help": "Where the fp32 master and noise live: 'auto' (the weights' device if it fits), "
             "'accelerator' or 'cpu'."
         },
+    )
+    check_perturbations: bool = field(
+        default=True,
+        metadata={"help": "At start and resume, prove that perturbing each weight group reaches the logits."},
     )
 
     # population diversity (issue 24)

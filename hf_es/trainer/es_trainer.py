@@ -48,6 +48,7 @@ from ..scoring import (
 )
 from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
 from .es_config import ESConfig
+from .probe import check_perturbations_land
 from .publishing import PublishingMixin
 from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
 from .saving import CheckpointingMixin
@@ -161,9 +162,14 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         args, weights = self.args, self.backend.live_weights()
         num_parameters = sum(tensor.numel() for tensor in weights.values())
         noise = make_noise_source(args.noise_type, table_size=args.noise_table_size, num_parameters=num_parameters)
-        self._init_centre(noise, master_device_for(args.es_master_device, weights, noise))
+        engine_share = args.vllm_gpu_memory_utilization if args.use_vllm else None
+        self._init_centre(
+            noise, master_device_for(args.es_master_device, weights, noise, engine_utilization=engine_share)
+        )
         first_seed = make_population(args.noise_seed, 0, args.population_size, args.estimator)[0].seed
         check_same_noise_on_every_process(self.backend.centre, first_seed, gather_object)
+        if args.check_perturbations:
+            check_perturbations_land(self.backend)
 
     def _init_centre(self, noise: Any, master_device: Any = None) -> None:
         """Snapshots the live weights as the ES centre: full-rank noise (the paper) or low-rank directions."""
@@ -209,6 +215,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         self.model_wrapped = self.model
         if resume_from_checkpoint is not None:
             self._load_es_state(resume_from_checkpoint)
+            if self.args.check_perturbations:  # the resumed centre, in the engine as it now runs
+                check_perturbations_land(self.backend)
             self.optimizer.step()  # a no-op that lets the scheduler fast-forward without warning
             for _ in range(self.state.global_step):
                 self.lr_scheduler.step()

@@ -16,10 +16,14 @@ from hf_es.es import (
     choose_master_device,
     find_disagreeing_processes,
     make_noise_source,
+    master_bytes_needed,
     master_device_for,
+    noise_chunk_size_for,
     noise_digest,
+    plan_master_placement,
     table_size_for_model,
 )
+from hf_es.es.placement import ACCELERATOR_CHUNK_SIZE, ENGINE_HEADROOM_BYTES
 from hf_es.generation import TransformersGenerationBackend
 from hf_es.trainer.es_config import ESConfig
 
@@ -50,6 +54,105 @@ def test_explicit_requests_win_and_host_weights_keep_a_host_master():
         choose_master_device("gpu", CUDA, 1, GiB)
     with pytest.raises(ValueError, match="es_master_device must be 'auto', 'accelerator' or 'cpu'"):
         ESConfig(output_dir="/tmp/unused", es_master_device="gpu", report_to="none")
+
+
+# Released checkpoints' parameter counts (config.json shapes, tied embeddings counted once).
+QWEN_PARAMETERS = {"0.5b": 494_032_768, "1.5b": 1_543_714_304, "7b": 7_615_616_512}
+
+
+def _simulated_vllm_memory(total_gib: float, utilization: float) -> tuple[int, int]:
+    """(free, total) bytes after a vLLM engine took `utilization` of the device and the HF model left it.
+
+    Half a GiB more is taken by this process's CUDA context and allocator outside vLLM's share.
+    """
+    total = int(total_gib * GiB)
+    return int((1 - utilization) * total) - GiB // 2, total
+
+
+def _trainer_noise(num_parameters: int):
+    """The noise the trainer builds for a model on an accelerator (auto-sized table, accelerator chunk)."""
+    size = table_size_for_model(num_parameters)
+    return make_noise_source("table", size, noise_chunk_size_for("cuda", "table", size))
+
+
+def test_a_7b_master_fits_beside_vllm_at_utilization_0_55_on_80_gb(caplog):
+    # 7.6e9 * 4 B = 28.37 GiB master + 0.13 GiB table and scratch = 28.52 GiB. Free: 0.45 * 80 - 0.5 = 35.5 GiB;
+    # with the fixed 2 GiB headroom 33.5 GiB remain. The old 10% headroom (8 GiB) left 27.5 GiB: the host.
+    live = {"model.embed_tokens.weight": torch.empty(QWEN_PARAMETERS["7b"], dtype=torch.bfloat16, device="meta")}
+    noise = _trainer_noise(QWEN_PARAMETERS["7b"])
+    memory = _simulated_vllm_memory(80, 0.55)
+    with caplog.at_level("INFO", logger="hf_es.es.placement"):
+        device = master_device_for("auto", live, noise, engine_utilization=0.55, memory_info=lambda _: memory)
+    assert device == torch.device("meta")
+    assert "28.52 GiB (fp32 master + noise) fit in 33.50 GiB free" in caplog.text
+    assert "2.00 GiB headroom, beside vLLM's 0.55 share of 80.00 GiB" in caplog.text
+    assert "would up to vllm_gpu_memory_utilization=0.61" in caplog.text
+    # 0.55 + (35.5 - 2 - 28.52) / 80 = 0.612: the largest share at which it still fits.
+    assert (
+        master_device_for(
+            "auto", live, noise, engine_utilization=0.61, memory_info=lambda _: _simulated_vllm_memory(80, 0.61)
+        ).type
+        == "meta"
+    )
+    too_much = _simulated_vllm_memory(80, 0.62)
+    with caplog.at_level("INFO", logger="hf_es.es.placement"):
+        caplog.clear()
+        fallback = master_device_for("auto", live, noise, engine_utilization=0.62, memory_info=lambda _: too_much)
+    assert fallback == torch.device("cpu")
+    assert "They would fit at vllm_gpu_memory_utilization <= 0.61" in caplog.text
+    old = plan_master_placement("auto", "cuda:0", QWEN_PARAMETERS["7b"], noise, *memory)  # transformers headroom
+    assert old.device == torch.device("cpu") and "8.00 GiB headroom" in old.reason
+
+
+# (model, GPU GiB, vLLM utilization, expected device, largest utilization at which the master fits).
+# Derived from the module's formula: fits <=> 4 P + 4 (table + chunk) + 8 chunk + 2 GiB <= (1 - u) T - 0.5 GiB, and
+# the largest u is u + (free - 2 GiB - needed) / T rounded down. Needed: 0.5B 1.90 GiB, 1.5B 5.90 GiB, 7B 28.52 GiB.
+PLACEMENT_TABLE = [
+    ("0.5b", 24, 0.55, "cuda", 0.81),
+    ("0.5b", 40, 0.55, "cuda", 0.88),
+    ("0.5b", 80, 0.55, "cuda", 0.94),
+    ("0.5b", 141, 0.55, "cuda", 0.96),
+    ("1.5b", 24, 0.55, "cuda", 0.65),
+    ("1.5b", 40, 0.55, "cuda", 0.79),
+    ("1.5b", 80, 0.55, "cuda", 0.89),
+    ("1.5b", 141, 0.55, "cuda", 0.94),
+    # The engine alone needs 14.2 GiB of bf16 weights: no share of 24 GiB leaves room for a 28.5 GiB master.
+    ("7b", 24, 0.7, "cpu", None),
+    # 0.55 + (18 - 0.5 - 2 - 28.52) / 40 = 0.22 < 14.2 / 40: no share that holds the engine's weights either.
+    ("7b", 40, 0.55, "cpu", None),
+    ("7b", 80, 0.55, "cuda", 0.61),
+    ("7b", 141, 0.55, "cuda", 0.78),
+]
+
+
+@pytest.mark.parametrize(("model", "gib", "utilization", "expected", "largest"), PLACEMENT_TABLE)
+def test_placement_table_for_qwen_sizes_and_gpus(model, gib, utilization, expected, largest):
+    parameters = QWEN_PARAMETERS[model]
+    noise = _trainer_noise(parameters)
+    placement = plan_master_placement(
+        "auto",
+        CUDA,
+        parameters,
+        noise,
+        *_simulated_vllm_memory(gib, utilization),
+        engine_utilization=utilization,
+        engine_weight_bytes=2 * parameters,
+    )
+    assert placement.device.type == expected, placement.reason
+    if largest is None:
+        assert "do not fit beside any vLLM share that holds the engine's" in placement.reason
+    else:
+        assert placement.max_engine_utilization == largest
+    free, _ = _simulated_vllm_memory(gib, utilization)
+    fits = master_bytes_needed(parameters, noise) + ENGINE_HEADROOM_BYTES <= free
+    assert fits == (expected == "cuda")
+
+
+def test_noise_chunks_follow_the_device():
+    assert noise_chunk_size_for("cpu", "table", 1 << 25) == 1 << 20  # unchanged on the host
+    assert noise_chunk_size_for("cuda", "gaussian", 1 << 25) == ACCELERATOR_CHUNK_SIZE
+    assert noise_chunk_size_for("cuda", "table", 1 << 25) == 1 << 21  # a slice stays 1/16 of the table
+    assert noise_chunk_size_for("cuda", "table", 1 << 22) == 1 << 20  # never below the default
 
 
 def _bf16_weights(seed: int = 0) -> dict[str, torch.Tensor]:
