@@ -15,6 +15,8 @@ from typing import Any
 
 from transformers import TrainingArguments
 
+from ..es import ESTIMATORS, FITNESS_SHAPING, NOISE_SOURCES, NON_MATRIX_NOISE, PERTURBATIONS
+
 __all__ = ["GRPO_ONLY_FIELDS", "ESConfig", "check_no_grpo_only_fields"]
 
 # GRPOConfig fields with no meaning in ES, and what to do instead. Passing one to ESConfig is an error, so that a
@@ -331,13 +333,13 @@ class ESConfig(TrainingArguments):
         self._validate_placement_fields()
 
     def _validate_perturbation_fields(self) -> None:
-        if self.perturbation not in ("full", "low_rank"):
-            raise ValueError(f"perturbation must be 'full' or 'low_rank', got {self.perturbation!r}.")
+        PERTURBATIONS.check(self.perturbation)
         if self.perturbation_rank < 1:
             raise ValueError(f"perturbation_rank must be >= 1, got {self.perturbation_rank}.")
-        if self.low_rank_non_matrix_noise not in ("full", "none"):
+        if self.low_rank_non_matrix_noise not in NON_MATRIX_NOISE:
             raise ValueError(
-                f"low_rank_non_matrix_noise must be 'full' or 'none', got {self.low_rank_non_matrix_noise!r}."
+                f"low_rank_non_matrix_noise must be one of {list(NON_MATRIX_NOISE)}, got "
+                f"{self.low_rank_non_matrix_noise!r}."
             )
         if self.perturbation == "low_rank" and self.use_vllm:
             raise ValueError(
@@ -359,25 +361,12 @@ class ESConfig(TrainingArguments):
         )
         require(self.sigma > 0, f"sigma must be > 0, got {self.sigma}. The paper uses 1.5e-3.")
         require(self.learning_rate >= 0, f"learning_rate (alpha) must be >= 0, got {self.learning_rate}.")
-        from ..es.shaping import FITNESS_SHAPING
-
         require(
             callable(self.fitness_shaping) or self.fitness_shaping in FITNESS_SHAPING,
             f"fitness_shaping must be one of {sorted(FITNESS_SHAPING)} or a callable, got {self.fitness_shaping!r}.",
         )
-        require(
-            self.estimator in ("one_point", "antithetic"),
-            f"estimator must be 'one_point' or 'antithetic', got {self.estimator!r}.",
-        )
-        require(
-            self.estimator != "antithetic" or self.population_size % 2 == 0,
-            f"estimator='antithetic' evaluates members in +/- pairs, so population_size must be even, got "
-            f"{self.population_size}.",
-        )
-        require(
-            self.noise_type in ("table", "gaussian"),
-            f"noise_type must be 'table' or 'gaussian', got {self.noise_type!r}.",
-        )
+        ESTIMATORS.resolve(self.estimator)(self.population_size)  # the layout refuses sizes it cannot pair up
+        NOISE_SOURCES.check(self.noise_type)
         require(
             self.reward_failure in ("error", "skip_member", "zero"),
             f"reward_failure must be 'error', 'skip_member' or 'zero', got {self.reward_failure!r}.",
