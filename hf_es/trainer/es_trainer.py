@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -53,6 +52,7 @@ from .scoring import (
 )
 from .step_logging import add_step_metrics, completions_sample, member_stats, merge_train_metrics, print_completions
 from .step_record import StepRecord
+from .step_timer import StepTimer
 
 logger = logging.get_logger(__name__)
 
@@ -255,53 +255,49 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
     def _es_step(self, inputs: list[dict[str, Any]]) -> float:
         """One ES step: evaluate this process's members, exchange the records, estimate and apply the update."""
         args, step = self.args, self.state.global_step
-        start = time.perf_counter()
+        timer = StepTimer()
         members = make_population(args.noise_seed, step, args.population_size, args.estimator)
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         # Global RNGs are a function of (seed, step, process): reward functions that draw random numbers resume
         # exactly, and a checkpoint needs no (pickled) RNG state.
         set_seed(stable_seed(args.seed, "step-rng", step, rank) % 2**32)
         record = StepRecord.empty(len(members), len(self.reward_funcs))
-        timing: dict[str, float] = defaultdict(float)
         error: Exception | None = None
         try:
             prompt_texts = self._prompt_texts([example["prompt"] for example in inputs])
-            self._evaluate_members(members[rank::world], inputs, prompt_texts, record, timing, step)
+            self._evaluate_members(members[rank::world], inputs, prompt_texts, record, timer, step)
         except Exception as caught:
             if world == 1:
                 raise
             error, record.process_failed = caught, True
         finally:
-            tick = time.perf_counter()
-            self.backend.restore()
-            timing["perturb_restore"] += time.perf_counter() - tick
+            with timer("perturb_restore"):
+                self.backend.restore()
 
-        tick = time.perf_counter()
-        record = record.all_reduce(self.accelerator)  # only N x (a few) numbers cross processes
-        if record.process_failed:
-            self._raise_process_failure(error, step)
-        timing["communication"] = time.perf_counter() - tick
+        with timer("communication"):
+            record = record.all_reduce(self.accelerator)  # only N x (a few) numbers cross processes
+            if record.process_failed:
+                self._raise_process_failure(error, step)
 
         rewards = record.rewards
         estimate = estimate_update(members, rewards, self.fitness_shaping)
-        tick = time.perf_counter()
         update_norm = 0.0
-        if not estimate.skipped:
-            try:
-                update_norm = self.backend.apply_update(
-                    estimate.seeds, estimate.coefficients, self._get_learning_rate()
-                )
-            except FloatingPointError as caught:
-                raise FloatingPointError(
-                    f"Step {step}: {caught} Rewards of the members: {rewards.tolist()}. Check the reward functions "
-                    "for huge values, or use fitness_shaping='centered_rank'."
-                ) from caught
-        elif estimate.num_valid == 0:
-            logger.warning(f"Step {step}: no member has a scorable completion (reward None or failed); no update.")
-        else:
-            logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
-        timing["update"] = time.perf_counter() - tick
-        self._log_step(record, estimate.skipped, update_norm, timing, time.perf_counter() - start)
+        with timer("update"):
+            if not estimate.skipped:
+                try:
+                    update_norm = self.backend.apply_update(
+                        estimate.seeds, estimate.coefficients, self._get_learning_rate()
+                    )
+                except FloatingPointError as caught:
+                    raise FloatingPointError(
+                        f"Step {step}: {caught} Rewards of the members: {rewards.tolist()}. Check the reward "
+                        "functions for huge values, or use fitness_shaping='centered_rank'."
+                    ) from caught
+            elif estimate.num_valid == 0:
+                logger.warning(f"Step {step}: no member has a scorable completion (reward None or failed); no update.")
+            else:
+                logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
+        self._log_step(record, estimate.skipped, update_norm, timer.seconds, timer.elapsed())
         valid = rewards[torch.isfinite(rewards)]
         return float(valid.mean()) if valid.numel() else float("nan")
 
@@ -319,29 +315,25 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         inputs: list[dict[str, Any]],
         prompt_texts: list[str],
         record: StepRecord,
-        timing: dict[str, float],
+        timer: StepTimer,
         step: int,
     ) -> None:
         """The member loop: perturbs, generates and scores each of this process's members into `record`. Low-rank
         members are generated side by side in one batch (no weight writes) before they are scored."""
         batched = None
         if self.args.perturbation == "low_rank":
-            tick = time.perf_counter()
-            batched = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma)
-            timing["generate"] += time.perf_counter() - tick
+            with timer("generate"):
+                batched = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma)
         for position, member in enumerate(members):
             if batched is not None:
                 result = batched[position]
             else:
-                tick = time.perf_counter()
-                self.backend.perturb(member.seed, member.sign * self.args.sigma)
-                timing["perturb_restore"] += time.perf_counter() - tick
-                tick = time.perf_counter()
-                result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
-                timing["generate"] += time.perf_counter() - tick
-            tick = time.perf_counter()
-            scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
-            timing["score"] += time.perf_counter() - tick
+                with timer("perturb_restore"):
+                    self.backend.perturb(member.seed, member.sign * self.args.sigma)
+                with timer("generate"):
+                    result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
+            with timer("score"):
+                scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
             record.members[member.index] = member_stats(result, scores, len(self.reward_funcs))
             if scores is not None and not self._last_samples:
                 self._last_samples = completions_sample(
@@ -380,7 +372,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
         check_prompt_dataset(dataset, "eval_dataset")
-        start = time.perf_counter()
+        timer = StepTimer()
         self.backend.restore()
         metrics = evaluate_rewards(
             self.backend,
@@ -394,7 +386,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             accelerator=self.accelerator,
             metric_key_prefix=metric_key_prefix,
         )
-        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+        metrics[f"{metric_key_prefix}_runtime"] = timer.elapsed()
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
