@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Generator
 from typing import Any
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..es import LowRankCentre, Member, stable_seed
-from .base import GenerationBackend, GenerationResult, SamplingConfig
+from .base import GenerationBackend, GenerationResult, PhaseTimer, SamplingConfig, untimed
 from .low_rank import LowRankMemberHooks, PerRowSampler
 
 __all__ = ["TransformersGenerationBackend", "refuse_quantized_weights"]
@@ -138,10 +139,14 @@ class TransformersGenerationBackend(GenerationBackend):
             truncated.append(not stopped)
         return completion_ids, truncated
 
-    @torch.no_grad()
     def generate_members(
-        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
-    ) -> list[GenerationResult]:
+        self,
+        members: list[Member],
+        prompts: list[str],
+        sampling: SamplingConfig,
+        sigma: float,
+        timer: PhaseTimer | None = None,
+    ) -> Generator[GenerationResult, None, None]:
         """With a [`LowRankCentre`], every member's completions come from one batched `generate` call.
 
         Rows are member-major (member k's prompts, each `num_generations` times, then member k+1's); forward hooks
@@ -150,11 +155,20 @@ class TransformersGenerationBackend(GenerationBackend):
         draws from its own generator seeded by `(member.sampling_seed, j)` ([`PerRowSampler`]): independent of the
         other rows, and shared by the two members of an antithetic pair (common random numbers). Its samples
         therefore differ from those of `generate(..., seed=member.sampling_seed)`, which seeds one global stream.
-        Full-rank centres fall back to the sequential loop of [`GenerationBackend.generate_members`].
+        Full-rank centres use the member-by-member loop of [`GenerationBackend.generate_members`].
         """
+        if not isinstance(self._require_centre(), LowRankCentre):
+            yield from super().generate_members(members, prompts, sampling, sigma, timer)
+            return
+        with (timer or untimed)("generate"):
+            results = self._generate_low_rank_members(members, prompts, sampling, sigma)
+        yield from results
+
+    @torch.no_grad()
+    def _generate_low_rank_members(
+        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
+    ) -> list[GenerationResult]:
         centre = self._require_centre()
-        if not isinstance(centre, LowRankCentre):
-            return super().generate_members(members, prompts, sampling, sigma)
         expanded = [prompt for prompt in prompts for _ in range(sampling.num_generations)]
         rows = [(position, j) for position in range(len(members)) for j in range(len(expanded))]
         generation_config = self._generation_config(dataclasses.replace(sampling, temperature=0.0))

@@ -234,24 +234,33 @@ class VLLMGenerationBackend(GenerationBackend):
             return self.centre.state_dict()
         return {name: view.detach().float().cpu() for name, view in self._views.items()}
 
-    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> ESCentre:
+    def init_centre(
+        self,
+        noise: NoiseSource,
+        master_device: torch.device | str | None = None,
+        perturbation: str = "full",
+        rank: int = 1,
+        non_matrix_noise: str = "full",
+    ) -> ESCentre:
         """Snapshots the engine's weights as the ES centre, with the float32 master on `self.master_device`.
 
         When a `mirror_model` is attached, its weights are copied into the engine first (it is where `Trainer`
-        loads resumed checkpoints), and its float32 parameters then share storage with the master.
+        loads resumed checkpoints), and its float32 parameters then share storage with the master. Only full-rank
+        perturbations: low-rank members are evaluated in one batch by corrections inside the forward pass, which vLLM
+        does not expose (see [`GenerationBackend.init_centre`] for the arguments).
         """
+        if perturbation != "full":
+            raise NotImplementedError(
+                f"perturbation={perturbation!r} is not supported with vLLM (one batched pass needs per-row "
+                "corrections inside the forward pass, which vLLM does not expose); use the transformers backend or "
+                "perturbation='full'."
+            )
         if self.mirror_model is not None:
             self.load_weights(dict(self.mirror_model.named_parameters()))
-        self.centre = ESCentre(self.live_weights(), noise, master_device=master_device or self.master_device)
+        super().init_centre(noise, master_device=master_device or self.master_device)
         self._sync_mirror(alias=True)
         self._weights_changed()
         return self.centre
-
-    def init_low_rank_centre(self, *args, **kwargs):
-        raise NotImplementedError(
-            "perturbation='low_rank' is not supported with vLLM (one batched pass needs per-row corrections inside "
-            "the forward pass, which vLLM does not expose); use the transformers backend or perturbation='full'."
-        )
 
     def load_centre(self, state_dict: dict[str, torch.Tensor]) -> None:
         super().load_centre(state_dict)

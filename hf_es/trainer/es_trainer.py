@@ -10,6 +10,7 @@ prompts in [`hf_es.prompts`], scoring in `scoring.py`, the step record in `step_
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections import defaultdict
@@ -158,15 +159,16 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         check_same_noise_on_every_process(self.backend.centre, first_seed, gather_object)
 
     def _init_centre(self, noise: Any, master_device: Any = None) -> None:
-        """Snapshots the live weights as the ES centre: full-rank noise (the paper) or low-rank directions."""
+        """Snapshots the live weights as the ES centre of `args.perturbation` ([`hf_es.es.PERTURBATIONS`])."""
         if master_device is None and self.backend.centre is not None:
             master_device = self.backend.centre.master_device  # re-snapshot on resume: keep the placement
-        if self.args.perturbation == "low_rank":
-            self.backend.init_low_rank_centre(
-                noise, self.args.perturbation_rank, self.args.low_rank_non_matrix_noise, master_device=master_device
-            )
-        else:
-            self.backend.init_centre(noise, master_device=master_device)
+        self.backend.init_centre(
+            noise,
+            master_device=master_device,
+            perturbation=self.args.perturbation,
+            rank=self.args.perturbation_rank,
+            non_matrix_noise=self.args.low_rank_non_matrix_noise,
+        )
 
     def _default_backend(self) -> GenerationBackend:
         if self.args.use_vllm:
@@ -318,27 +320,18 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         timer: StepTimer,
         step: int,
     ) -> None:
-        """The member loop: perturbs, generates and scores each of this process's members into `record`. Low-rank
-        members are generated side by side in one batch (no weight writes) before they are scored."""
-        batched = None
-        if self.args.perturbation == "low_rank":
-            with timer("generate"):
-                batched = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma)
-        for position, member in enumerate(members):
-            if batched is not None:
-                result = batched[position]
-            else:
-                with timer("perturb_restore"):
-                    self.backend.perturb(member.seed, member.sign * self.args.sigma)
-                with timer("generate"):
-                    result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
-            with timer("score"):
-                scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
-            record.members[member.index] = member_stats(result, scores, len(self.reward_funcs))
-            if scores is not None and not self._last_samples:
-                self._last_samples = completions_sample(
-                    prompt_texts, result, scores, self.sampling.num_generations, self.reward_func_names
-                )
+        """The member loop: the backend generates this process's members in turn (or side by side, for low-rank
+        members) and each is scored into `record` as its completions arrive."""
+        results = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma, timer=timer)
+        with contextlib.closing(results):  # restores the centre also when scoring raises
+            for member, result in zip(members, results, strict=True):
+                with timer("score"):
+                    scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
+                record.members[member.index] = member_stats(result, scores, len(self.reward_funcs))
+                if scores is not None and not self._last_samples:
+                    self._last_samples = completions_sample(
+                        prompt_texts, result, scores, self.sampling.num_generations, self.reward_func_names
+                    )
 
     def _log_step(self, record: StepRecord, skipped: bool, update_norm: float, timing: dict, wall: float) -> None:
         metrics = self._metrics["train"]
