@@ -16,6 +16,7 @@ from typing import Any
 from transformers import TrainingArguments
 
 from ..es import ESTIMATORS, FITNESS_SHAPING, NOISE_SOURCES, NON_MATRIX_NOISE, PERTURBATIONS
+from ..generation import BACKENDS
 
 __all__ = ["GRPO_ONLY_FIELDS", "ESConfig", "check_no_grpo_only_fields"]
 
@@ -138,6 +139,11 @@ class ESConfig(TrainingArguments):
         chat_template_kwargs (`dict`, *optional*):
             Extra keyword arguments for `apply_chat_template` on conversational prompts.
 
+        generation_backend (`str`, *optional*):
+            The generation engine, a name registered in [`hf_es.generation.BACKENDS`] (`"transformers"`, `"vllm"`,
+            or one added as in docs/ENGINES.md). `None`: `"vllm"` with `use_vllm`, else `"transformers"`;
+            `"vllm"` sets `use_vllm`. A `generation_backend` instance passed to [`ESTrainer`] overrides it.
+
         > vLLM parameters (as in GRPOConfig; ES supports only the colocated mode)
 
         use_vllm (`bool`, *optional*, defaults to `False`), vllm_mode (`str`, *optional*, defaults to `"colocate"`),
@@ -255,6 +261,11 @@ class ESConfig(TrainingArguments):
         default=None, metadata={"help": "Extra keyword arguments for apply_chat_template."}
     )
 
+    generation_backend: str | None = field(
+        default=None,
+        metadata={"help": "Registered generation engine ('transformers', 'vllm', ...); None: from use_vllm."},
+    )
+
     # vLLM
     use_vllm: bool = field(default=False, metadata={"help": "Generate with a colocated vLLM engine."})
     vllm_mode: str = field(default="colocate", metadata={"help": "Only 'colocate' is supported by ES."})
@@ -328,9 +339,26 @@ class ESConfig(TrainingArguments):
             if isinstance(value, str):
                 setattr(self, name, json.loads(value))
         super().__post_init__()
+        self._resolve_generation_backend()
         self._validate_es_fields()
         self._validate_perturbation_fields()
         self._validate_placement_fields()
+
+    @property
+    def backend_name(self) -> str:
+        """The generation engine of this run: `generation_backend`, else `"vllm"` with `use_vllm` (TRL's field),
+        else `"transformers"`."""
+        return self.generation_backend or ("vllm" if self.use_vllm else "transformers")
+
+    def _resolve_generation_backend(self) -> None:
+        if self.generation_backend is None:
+            return
+        BACKENDS.check(self.generation_backend)
+        if self.use_vllm and self.generation_backend != "vllm":
+            raise ValueError(
+                f"use_vllm=True asks for the vLLM engine but generation_backend={self.generation_backend!r}; set one."
+            )
+        self.use_vllm = self.generation_backend == "vllm"  # what checks of vLLM's limits read, as in TRL
 
     def _validate_perturbation_fields(self) -> None:
         PERTURBATIONS.check(self.perturbation)

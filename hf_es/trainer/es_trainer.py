@@ -34,7 +34,7 @@ from ..es import (
     stable_seed,
 )
 from ..evaluation import evaluate_rewards
-from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
+from ..generation import GenerationBackend, SamplingConfig, make_backend
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
 from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
@@ -80,8 +80,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         optimizers (*optional*): Must be `(None, None)`: ES has no optimizer.
         peft_config ([`~peft.PeftConfig`], *optional*): ES evolves only the adapter (transformers backend only);
             see [`~hf_es.trainer.adapters`].
-        generation_backend ([`GenerationBackend`], *optional*): Defaults to transformers `generate`, or vLLM with
-            `args.use_vllm`.
+        generation_backend ([`GenerationBackend`], *optional*): Defaults to the engine named by
+            `args.backend_name` (transformers `generate`, or vLLM with `args.use_vllm`).
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
@@ -171,11 +171,25 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         )
 
     def _default_backend(self) -> GenerationBackend:
-        if self.args.use_vllm:
-            from ..generation.vllm_backend import VLLMGenerationBackend  # optional dependency
+        return make_backend(self.args.backend_name, **self._backend_arguments(self.args.backend_name))
 
-            return VLLMGenerationBackend.from_trainer(self)
-        return TransformersGenerationBackend(self.model, self.processing_class)
+    def _backend_arguments(self, engine: str) -> dict[str, Any]:
+        """Maps this run's `ESConfig` to the constructor arguments of `engine` (a key of
+        [`hf_es.generation.BACKENDS`]): the model and tokenizer for every engine, plus the engine's own settings."""
+        args, accelerator = self.args, self.accelerator
+        settings: dict[str, dict[str, Any]] = {
+            # TRL's colocate recipe: one engine per Accelerate process, seeded per tensor-parallel group.
+            "vllm": dict(
+                seed=args.seed + accelerator.process_index // args.vllm_tensor_parallel_size,
+                gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                max_model_len=args.vllm_max_model_length,
+                tensor_parallel_size=args.vllm_tensor_parallel_size,
+                distributed_executor_backend="external_launcher" if accelerator.num_processes > 1 else None,
+                enable_sleep_mode=args.vllm_enable_sleep_mode,
+                local_process_index=accelerator.local_process_index,
+            ),
+        }
+        return {"model": self.model, "tokenizer": self.processing_class, **settings.get(engine, {})}
 
     def get_train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
