@@ -76,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--maj", choices=("auto", "on", "off"), default="auto", help="Majority vote (auto: where the task allows).")
     add("--seed", type=int, default=0, help="Sampling seed.")
     add("--backend", choices=("auto", *sorted(BACKENDS)), default="auto", help="Engine (auto: vLLM with a GPU).")
-    add("--batch_size", type=int, default=64, help="Most sequences per transformers `generate` call.")
+    add("--batch_size", type=int, default=None,
+        help="Most sequences per transformers `generate` call (default: what fits in free accelerator memory).")  # fmt: skip
     add("--dtype", default="auto", help="auto, bfloat16, float16 or float32.")
     add("--revision", default=None, help="Hub revision (applies to every Hub checkpoint).")
     add("--gpu_memory_utilization", type=float, default=0.85, help="vLLM only.")

@@ -56,7 +56,8 @@ class PassAtKConfig:
         system_prompt: Overrides the task's system prompt.
         backend: A registered engine ([`hf_es.generation.BACKENDS`]: `"transformers"`, `"vllm"`, ...) or `"auto"`
             (vLLM when installed with a GPU).
-        batch_size: Most sequences per transformers `generate` call.
+        batch_size: Most sequences per transformers `generate` call (`None`: what fits in free accelerator memory, no
+            cap on the CPU; see `ESConfig.generation_max_rows`).
         dtype: `"auto"`, `"bfloat16"`, `"float16"` or `"float32"`.
         revision: Hub revision of every Hub checkpoint.
         gpu_memory_utilization: vLLM only.
@@ -82,7 +83,7 @@ class PassAtKConfig:
     task_options: dict[str, Any] = field(default_factory=dict)
     system_prompt: str | None = None
     backend: str = "auto"
-    batch_size: int = 64
+    batch_size: int | None = None
     dtype: str = "auto"
     revision: str | None = None
     gpu_memory_utilization: float = 0.85
@@ -144,7 +145,10 @@ def _backend_arguments(name: str, model_name: str, config: PassAtKConfig) -> dic
     engines without an entry get the checkpoint's name or folder as `model`."""
     settings: dict[str, Callable[[], dict[str, Any]]] = {
         # Called only for the chosen engine: the transformers one needs the model loaded first.
-        "transformers": lambda: {"model": _load_hf_model(model_name, config), "batch_size": config.batch_size},
+        "transformers": lambda: {
+            "model": _load_hf_model(model_name, config),
+            "batch_size": config.batch_size or "auto",
+        },
         "vllm": lambda: dict(
             model=model_name,
             dtype=config.dtype,

@@ -139,6 +139,12 @@ class ESConfig(TrainingArguments):
         chat_template_kwargs (`dict`, *optional*):
             Extra keyword arguments for `apply_chat_template` on conversational prompts.
 
+        generation_max_rows (`int`, *optional*):
+            Most sequences (members x prompts x `num_generations` rows) in one `generate` call of the transformers
+            backend, in training, `evaluate()` and the Pass@K evaluation. `None`: as many as fit in the
+            accelerator's free memory at each call (KV cache, prefill activations and logits of the longest row),
+            no cap on the CPU. Greedy results do not depend on it. (TRL's `generation_batch_size` means something
+            else: completions per optimizer step.)
         generation_backend (`str`, *optional*):
             The generation engine, a name registered in [`hf_es.generation.BACKENDS`] (`"transformers"`, `"vllm"`,
             or one added as in docs/ENGINES.md). `None`: `"vllm"` with `use_vllm`, else `"transformers"`;
@@ -261,6 +267,10 @@ class ESConfig(TrainingArguments):
         default=None, metadata={"help": "Extra keyword arguments for apply_chat_template."}
     )
 
+    generation_max_rows: int | None = field(
+        default=None,
+        metadata={"help": "Most rows in one transformers generate call; None: what fits in free accelerator memory."},
+    )
     generation_backend: str | None = field(
         default=None,
         metadata={"help": "Registered generation engine ('transformers', 'vllm', ...); None: from use_vllm."},
@@ -406,6 +416,10 @@ class ESConfig(TrainingArguments):
         require(
             self.prompt_overflow in ("error", "truncate"),
             f"prompt_overflow must be 'error' or 'truncate', got {self.prompt_overflow!r}.",
+        )
+        require(
+            self.generation_max_rows is None or self.generation_max_rows >= 1,
+            f"generation_max_rows must be None (sized to free memory) or >= 1, got {self.generation_max_rows}.",
         )
         require(self.num_generations >= 1, f"num_generations must be >= 1, got {self.num_generations}.")
         require(

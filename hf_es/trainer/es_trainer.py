@@ -178,6 +178,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         [`hf_es.generation.BACKENDS`]): the model and tokenizer for every engine, plus the engine's own settings."""
         args, accelerator = self.args, self.accelerator
         settings: dict[str, dict[str, Any]] = {
+            "transformers": dict(batch_size=args.generation_max_rows or "auto"),
             # TRL's colocate recipe: one engine per Accelerate process, seeded per tensor-parallel group.
             "vllm": dict(
                 seed=args.seed + accelerator.process_index // args.vllm_tensor_parallel_size,
