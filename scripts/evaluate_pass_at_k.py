@@ -48,6 +48,7 @@ from hf_es.evaluation import (  # noqa: E402
     summary_line,
 )
 from hf_es.evaluation.uncertainty import compare_checkpoints  # noqa: E402
+from hf_es.generation import BACKENDS  # noqa: E402
 from hf_es.tasks import TASKS, get_task, is_registered  # noqa: E402
 
 logger = logging.getLogger("evaluate_pass_at_k")
@@ -77,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--greedy", action="store_true", help="Also decode greedily once per problem.")
     add("--maj", choices=("auto", "on", "off"), default="auto", help="Majority vote (auto: where the task allows).")
     add("--seed", type=int, default=0, help="Sampling seed.")
-    add("--backend", choices=("auto", "vllm", "transformers"), default="auto", help="auto: vLLM with a GPU.")
-    add("--batch_size", type=int, default=64, help="Most sequences per transformers `generate` call.")
+    add("--backend", choices=("auto", *sorted(BACKENDS)), default="auto", help="Engine (auto: vLLM with a GPU).")
+    add("--batch_size", type=int, default=None,
+        help="Most sequences per transformers `generate` call (default: what fits in free accelerator memory).")  # fmt: skip
     add("--dtype", default="auto", help="auto, bfloat16, float16 or float32.")
     add("--revision", default=None, help="Hub revision (applies to every Hub checkpoint).")
     add("--gpu_memory_utilization", type=float, default=0.85, help="vLLM only.")

@@ -15,16 +15,16 @@ Non-matrix parameters (norm scales, biases) either get the ordinary full-rank no
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
 from .centre import ESCentre
 from .noise import NoiseSource
+from .registry import Registry
 
-__all__ = ["NON_MATRIX_NOISE", "PERTURBATIONS", "LowRankCentre", "low_rank_factors"]
+__all__ = ["NON_MATRIX_NOISE", "PERTURBATIONS", "LowRankCentre", "low_rank_factors", "make_centre"]
 
-PERTURBATIONS = ("full", "low_rank")
 NON_MATRIX_NOISE = ("full", "none")
 
 
@@ -121,3 +121,59 @@ class LowRankCentre(ESCentre):
         delta /= math.sqrt(self.rank)
         master += delta
         return torch.linalg.vector_norm(delta).double().square()
+
+
+PERTURBATIONS: Registry[Callable[..., ESCentre]] = Registry("perturbation")
+"""`ESConfig.perturbation` -> `factory(parameters, noise, *, master_device, rank, non_matrix_noise)`, the centre."""
+
+
+@PERTURBATIONS.register("full")
+def _full_rank_centre(
+    parameters: Mapping[str, torch.Tensor],
+    noise: NoiseSource,
+    *,
+    master_device: torch.device | str | None = None,
+    rank: int = 1,
+    non_matrix_noise: str = "full",
+) -> ESCentre:
+    # `rank` and `non_matrix_noise` shape low-rank directions only: every full-rank tensor gets the full noise.
+    return ESCentre(parameters, noise, master_device=master_device)
+
+
+@PERTURBATIONS.register("low_rank")
+def _low_rank_centre(
+    parameters: Mapping[str, torch.Tensor],
+    noise: NoiseSource,
+    *,
+    master_device: torch.device | str | None = None,
+    rank: int = 1,
+    non_matrix_noise: str = "full",
+) -> LowRankCentre:
+    return LowRankCentre(parameters, noise, rank=rank, non_matrix_noise=non_matrix_noise, master_device=master_device)
+
+
+def make_centre(
+    perturbation: str,
+    parameters: Mapping[str, torch.Tensor],
+    noise: NoiseSource,
+    *,
+    master_device: torch.device | str | None = None,
+    rank: int = 1,
+    non_matrix_noise: str = "full",
+) -> ESCentre:
+    """Snapshots `parameters` as the ES centre of the perturbation named by `ESConfig.perturbation`.
+
+    Args:
+        perturbation: A key of [`PERTURBATIONS`]: `"full"` (the paper's i.i.d. noise, [`ESCentre`]) or
+            `"low_rank"` ([`LowRankCentre`]).
+        parameters: Live tensors to evolve, keyed by stable name, tied weights once.
+        noise: The run's noise source.
+        master_device: Device of the fp32 master copy (see [`ESCentre`]).
+        rank: r, the rank of each low-rank direction (`perturbation_rank`).
+        non_matrix_noise: What low-rank directions do to non-matrix parameters (`low_rank_non_matrix_noise`).
+
+    Returns:
+        The centre.
+    """
+    factory = PERTURBATIONS.resolve(perturbation)
+    return factory(parameters, noise, master_device=master_device, rank=rank, non_matrix_noise=non_matrix_noise)

@@ -21,11 +21,14 @@ import hashlib
 import math
 import struct
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
+from .registry import Registry
+
 __all__ = [
+    "NOISE_SOURCES",
     "GaussianNoise",
     "NoiseSource",
     "NoiseTable",
@@ -222,16 +225,34 @@ def _standardised_(values: torch.Tensor) -> torch.Tensor:
     return values.div_(std)
 
 
+NOISE_SOURCES: Registry[Callable[..., NoiseSource]] = Registry("noise_type")
+"""`ESConfig.noise_type` -> `factory(table_size, chunk_size, num_parameters)` returning a [`NoiseSource`]."""
+
+
+@NOISE_SOURCES.register("table")
+def _noise_table(table_size: int | None, chunk_size: int, num_parameters: int | None) -> NoiseTable:
+    if table_size is None:
+        if num_parameters is None:
+            raise ValueError("make_noise_source(table_size=None) sizes the table to the model: pass num_parameters.")
+        table_size = table_size_for_model(num_parameters)
+    return NoiseTable(size=table_size, chunk_size=chunk_size)
+
+
+@NOISE_SOURCES.register("gaussian")
+def _gaussian_noise(table_size: int | None, chunk_size: int, num_parameters: int | None) -> GaussianNoise:
+    return GaussianNoise(chunk_size=chunk_size)  # no table: its size and the model's do not matter
+
+
 def make_noise_source(
     noise_type: str,
     table_size: int | None = DEFAULT_TABLE_SIZE,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     num_parameters: int | None = None,
 ) -> NoiseSource:
-    """Builds the noise source named by `ESConfig.noise_type`.
+    """Builds the noise source named by `ESConfig.noise_type` (a key of [`NOISE_SOURCES`]).
 
     Args:
-        noise_type: `"table"` or `"gaussian"`.
+        noise_type: `"table"`, `"gaussian"` or any registered name.
         table_size: Size of the noise table (only for `"table"`); `None` sizes it to the model with
             [`table_size_for_model`].
         chunk_size: Largest number of elements produced at once.
@@ -240,14 +261,4 @@ def make_noise_source(
     Returns:
         The [`NoiseSource`].
     """
-    if noise_type == "table":
-        if table_size is None:
-            if num_parameters is None:
-                raise ValueError(
-                    "make_noise_source(table_size=None) sizes the table to the model: pass num_parameters."
-                )
-            table_size = table_size_for_model(num_parameters)
-        return NoiseTable(size=table_size, chunk_size=chunk_size)
-    if noise_type == "gaussian":
-        return GaussianNoise(chunk_size=chunk_size)
-    raise ValueError(f"Unknown noise_type {noise_type!r}; use 'table' or 'gaussian'.")
+    return NOISE_SOURCES.resolve(noise_type)(table_size, chunk_size, num_parameters)

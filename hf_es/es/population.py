@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from .noise import stable_seed
+from .registry import Registry
 from .shaping import FitnessShaping
 
-__all__ = ["ESEstimate", "Member", "estimate_update", "make_population", "member_seed"]
+__all__ = ["ESTIMATORS", "ESEstimate", "Member", "estimate_update", "make_population", "member_seed"]
 
-ESTIMATORS = ("one_point", "antithetic")
+ESTIMATORS: Registry[Callable[[int], list[tuple[int, float]]]] = Registry("estimator")
+"""`ESConfig.estimator` -> `layout(population_size)`: the `(direction, sign)` of each member, in index order."""
+
+
+@ESTIMATORS.register("one_point")
+def one_point(population_size: int) -> list[tuple[int, float]]:
+    """N independent directions, each at +sigma."""
+    return [(index, 1.0) for index in range(population_size)]
+
+
+@ESTIMATORS.register("antithetic")
+def antithetic(population_size: int) -> list[tuple[int, float]]:
+    """N/2 directions, each at +sigma (even index) and -sigma (the next one)."""
+    if population_size % 2:
+        raise ValueError(
+            f"estimator='antithetic' evaluates members in +/- pairs, so population_size must be even, got "
+            f"{population_size}."
+        )
+    return [(index // 2, 1.0 - 2.0 * (index % 2)) for index in range(population_size)]
 
 
 def member_seed(noise_seed: int, step: int, direction: int) -> int:
@@ -46,29 +66,23 @@ def make_population(noise_seed: int, step: int, population_size: int, estimator:
         noise_seed: The run's noise seed.
         step: The update index (global step).
         population_size: N.
-        estimator: `"one_point"` (N independent directions) or `"antithetic"` (N/2 directions, each evaluated at
-            +sigma and -sigma).
+        estimator: A key of [`ESTIMATORS`]: `"one_point"` (N independent directions) or `"antithetic"` (N/2
+            directions, each evaluated at +sigma and -sigma).
 
     Returns:
         The members, in index order.
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"Unknown estimator {estimator!r}; use one of {ESTIMATORS}.")
-    if estimator == "antithetic" and population_size % 2:
-        raise ValueError(f"The antithetic estimator needs an even population_size, got {population_size}.")
-    members = []
-    for index in range(population_size):
-        direction, sign = (index // 2, 1.0 - 2.0 * (index % 2)) if estimator == "antithetic" else (index, 1.0)
-        members.append(
-            Member(
-                index=index,
-                direction=direction,
-                sign=sign,
-                seed=member_seed(noise_seed, step, direction),
-                sampling_seed=stable_seed(noise_seed, step, direction, "sampling"),
-            )
+    layout = ESTIMATORS.resolve(estimator)(population_size)
+    return [
+        Member(
+            index=index,
+            direction=direction,
+            sign=sign,
+            seed=member_seed(noise_seed, step, direction),
+            sampling_seed=stable_seed(noise_seed, step, direction, "sampling"),
         )
-    return members
+        for index, (direction, sign) in enumerate(layout)
+    ]
 
 
 @dataclass

@@ -10,13 +10,19 @@ from collections.abc import Callable
 
 import torch
 
+from .registry import Registry
+
 __all__ = ["FITNESS_SHAPING", "centered_rank", "get_fitness_shaping", "no_shaping", "zscore"]
 
 FitnessShaping = Callable[[torch.Tensor], torch.Tensor]
 
 ZSCORE_EPS = 1e-8
 
+FITNESS_SHAPING: Registry[FitnessShaping] = Registry("fitness_shaping")
+"""`ESConfig.fitness_shaping` -> the shaping function."""
 
+
+@FITNESS_SHAPING.register("zscore")
 def zscore(rewards: torch.Tensor) -> torch.Tensor:
     """Standardises rewards within the population: `(R - mean R) / (std R + 1e-8)` (population std, ddof=0).
 
@@ -34,6 +40,7 @@ def zscore(rewards: torch.Tensor) -> torch.Tensor:
     return centred / (std + ZSCORE_EPS)
 
 
+@FITNESS_SHAPING.register("centered_rank")
 def centered_rank(rewards: torch.Tensor) -> torch.Tensor:
     """Salimans et al.'s centred ranks: ranks scaled to [-0.5, 0.5]; tied rewards share their average rank.
 
@@ -54,6 +61,7 @@ def centered_rank(rewards: torch.Tensor) -> torch.Tensor:
     return ranks / (n - 1) - 0.5
 
 
+@FITNESS_SHAPING.register("none")
 def no_shaping(rewards: torch.Tensor) -> torch.Tensor:
     """Uses the raw rewards as weights (what the paper calls reward normalisation off).
 
@@ -66,27 +74,13 @@ def no_shaping(rewards: torch.Tensor) -> torch.Tensor:
     return rewards.double().clone()
 
 
-FITNESS_SHAPING: dict[str, FitnessShaping] = {
-    "zscore": zscore,
-    "centered_rank": centered_rank,
-    "none": no_shaping,
-}
-
-
 def get_fitness_shaping(shaping: str | FitnessShaping) -> FitnessShaping:
     """Resolves a fitness-shaping name or callable.
 
     Args:
-        shaping: A key of `FITNESS_SHAPING` or a callable `rewards -> weights`.
+        shaping: A key of [`FITNESS_SHAPING`] or a callable `rewards -> weights`.
 
     Returns:
         The shaping function.
     """
-    if callable(shaping):
-        return shaping
-    try:
-        return FITNESS_SHAPING[shaping]
-    except KeyError:
-        raise ValueError(
-            f"Unknown fitness_shaping {shaping!r}; use one of {sorted(FITNESS_SHAPING)} or pass a callable."
-        ) from None
+    return shaping if callable(shaping) else FITNESS_SHAPING.resolve(shaping)

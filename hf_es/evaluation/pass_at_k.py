@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import torch
 from datasets import Dataset
 
 from ..es import stable_seed
-from ..generation import GenerationBackend, SamplingConfig
+from ..generation import GenerationBackend, SamplingConfig, auto_backend_name, make_backend
 from ..generation.entropy import token_entropy_sums
 from ..metrics.estimators import estimate_maj_at_k
 from .problems import (
@@ -56,8 +56,10 @@ class PassAtKConfig:
         data_seed: Seed of the task's problems (as `seed` in the training recipe).
         task_options: Loader parameters of the task (e.g. `{"operation": "add"}`).
         system_prompt: Overrides the task's system prompt.
-        backend: `"auto"` (vLLM when installed with a GPU), `"vllm"` or `"transformers"`.
-        batch_size: Most sequences per transformers `generate` call.
+        backend: A registered engine ([`hf_es.generation.BACKENDS`]: `"transformers"`, `"vllm"`, ...) or `"auto"`
+            (vLLM when installed with a GPU).
+        batch_size: Most sequences per transformers `generate` call (`None`: what fits in free accelerator memory, no
+            cap on the CPU; see `ESConfig.generation_max_rows`).
         dtype: `"auto"`, `"bfloat16"`, `"float16"` or `"float32"`.
         revision: Hub revision of every Hub checkpoint.
         gpu_memory_utilization: vLLM only.
@@ -83,7 +85,7 @@ class PassAtKConfig:
     task_options: dict[str, Any] = field(default_factory=dict)
     system_prompt: str | None = None
     backend: str = "auto"
-    batch_size: int = 64
+    batch_size: int | None = None
     dtype: str = "auto"
     revision: str | None = None
     gpu_memory_utilization: float = 0.85
@@ -125,51 +127,52 @@ class LoadedModel:
     commit_hash: str | None = None
 
 
-def _vllm_usable() -> bool:
-    import importlib.util
-
-    import torch
-
-    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
-
-
 def load_model(model_name: str, config: PassAtKConfig) -> LoadedModel:
-    """Loads a checkpoint into a [`~hf_es.generation.VLLMGenerationBackend`] (when requested, or `auto` with vLLM
-    and a GPU) or a [`~hf_es.generation.TransformersGenerationBackend`]."""
-    import torch
+    """Loads a checkpoint into the engine named by `config.backend` (a key of [`hf_es.generation.BACKENDS`];
+    `"auto"`: vLLM when installed with a GPU, else transformers)."""
     from transformers import AutoTokenizer
 
     from ..models import resolve_model_name_or_path
 
     model_name = resolve_model_name_or_path(model_name, revision=config.revision)
     tokenizer = AutoTokenizer.from_pretrained(model_name, revision=config.revision)
-    backend = config.backend
-    if backend == "auto":
-        backend = "vllm" if _vllm_usable() else "transformers"
-    if backend == "vllm":
-        from ..generation.vllm_backend import VLLMGenerationBackend
+    name = auto_backend_name() if config.backend == "auto" else config.backend
+    engine = make_backend(name, tokenizer=tokenizer, **_backend_arguments(name, model_name, config))
+    hf_model = getattr(engine, "model", None)  # engines that generate with the HF model name its Hub commit
+    return LoadedModel(engine, tokenizer, name, getattr(getattr(hf_model, "config", None), "_commit_hash", None))
 
-        engine = VLLMGenerationBackend(
-            model_name,
-            tokenizer,
+
+def _backend_arguments(name: str, model_name: str, config: PassAtKConfig) -> dict[str, Any]:
+    """Maps the evaluation settings to the constructor arguments of the engine `name` (besides the tokenizer);
+    engines without an entry get the checkpoint's name or folder as `model`."""
+    settings: dict[str, Callable[[], dict[str, Any]]] = {
+        # Called only for the chosen engine: the transformers one needs the model loaded first.
+        "transformers": lambda: {
+            "model": _load_hf_model(model_name, config),
+            "batch_size": config.batch_size or "auto",
+        },
+        "vllm": lambda: dict(
+            model=model_name,
             dtype=config.dtype,
             seed=config.seed,
             gpu_memory_utilization=config.gpu_memory_utilization,
             llm_kwargs={"revision": config.revision} if config.revision else None,
-        )
-        return LoadedModel(engine, tokenizer, "vllm")
-    from transformers import AutoModelForCausalLM
+        ),
+    }
+    return settings.get(name, lambda: {"model": model_name})()
 
-    from ..generation import TransformersGenerationBackend
+
+def _load_hf_model(model_name: str, config: PassAtKConfig) -> Any:
+    """The checkpoint as an HF causal LM in eval mode, on the GPU in bfloat16 when there is one (`dtype="auto"`)."""
+    import torch
+    from transformers import AutoModelForCausalLM
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = config.dtype
     if dtype == "auto":
         dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_name, revision=config.revision, dtype=dtype).to(device)
-    model.eval()
-    engine = TransformersGenerationBackend(model, tokenizer, batch_size=config.batch_size)
-    return LoadedModel(engine, tokenizer, "transformers", getattr(model.config, "_commit_hash", None))
+    return model.eval()
 
 
 def problem_seed(seed: int, index: int) -> int:

@@ -8,15 +8,26 @@ tensors, a remote worker) is the backend's business. The default weight operatio
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..es import ESCentre, LowRankCentre, Member, NoiseSource
+from ..es import ESCentre, Member, NoiseSource, make_centre
 
-__all__ = ["GenerationBackend", "GenerationResult", "SamplingConfig"]
+__all__ = ["GenerationBackend", "GenerationResult", "PhaseTimer", "SamplingConfig", "untimed"]
+
+PhaseTimer = Callable[[str], AbstractContextManager[Any]]
+"""Times a phase of the member loop: `with timer("generate"): ...`."""
+
+
+def untimed(phase: str) -> AbstractContextManager[None]:
+    """The [`PhaseTimer`] that times nothing."""
+    return contextlib.nullcontext()
 
 
 @dataclass
@@ -112,49 +123,74 @@ class GenerationBackend(ABC):
         """Longest prompt + completion the engine accepts, if known."""
         return None
 
-    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> ESCentre:
-        """Snapshots the current weights as the ES centre (fp32 master copy)."""
-        self.centre = ESCentre(self.live_weights(), noise, master_device=master_device)
-        return self.centre
-
-    def init_low_rank_centre(
+    def init_centre(
         self,
         noise: NoiseSource,
-        rank: int,
-        non_matrix_noise: str = "full",
         master_device: torch.device | str | None = None,
-    ) -> LowRankCentre:
-        """Snapshots the current weights as a low-rank ES centre (see [`hf_es.es.LowRankCentre`])."""
-        self.centre = LowRankCentre(
-            self.live_weights(), noise, rank=rank, non_matrix_noise=non_matrix_noise, master_device=master_device
+        perturbation: str = "full",
+        rank: int = 1,
+        non_matrix_noise: str = "full",
+    ) -> ESCentre:
+        """Snapshots the current weights as the ES centre (fp32 master copy) of the named perturbation.
+
+        Args:
+            noise: The run's noise source.
+            master_device: Device of the fp32 master (see [`hf_es.es.ESCentre`]).
+            perturbation: A key of [`hf_es.es.PERTURBATIONS`] (`ESConfig.perturbation`).
+            rank: r of low-rank directions (`perturbation_rank`).
+            non_matrix_noise: Low-rank directions on non-matrix parameters (`low_rank_non_matrix_noise`).
+
+        Returns:
+            The centre, also kept as `self.centre`.
+        """
+        self.centre = make_centre(
+            perturbation,
+            self.live_weights(),
+            noise,
+            master_device=master_device,
+            rank=rank,
+            non_matrix_noise=non_matrix_noise,
         )
         return self.centre
 
     def generate_members(
-        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
-    ) -> list[GenerationResult]:
-        """Generates the completions of several population members, each for every prompt.
+        self,
+        members: list[Member],
+        prompts: list[str],
+        sampling: SamplingConfig,
+        sigma: float,
+        timer: PhaseTimer | None = None,
+    ) -> Generator[GenerationResult, None, None]:
+        """Generates the completions of several population members, each for every prompt, member after member.
 
-        The default writes each member into the weights in turn (`perturb`, `generate` with the member's sampling
-        seed) and restores the centre at the end; engines that can evaluate members side by side override it.
+        The default writes each member into the weights in turn (`perturb`, then `generate` with the member's
+        sampling seed) and yields its result before moving to the next, so the caller can score a member while the
+        weights still hold it; the centre is restored when the generator finishes or is closed. Engines that can
+        evaluate members side by side override it.
 
         Args:
             members: The members to evaluate (member k sits at `centre + members[k].sign * sigma * eps`).
             prompts: Prompt texts, chat template already applied.
             sampling: How to sample.
             sigma: The perturbation scale.
+            timer: Called with a phase name (`"perturb_restore"`, `"generate"`), returns a context manager that
+                times the block (e.g. the trainer's `StepTimer`); `None` times nothing.
 
         Returns:
-            One [`GenerationResult`] per member, in the order of `members`.
+            A generator of one [`GenerationResult`] per member, in the order of `members`; close it (or run it to
+            the end) to restore the centre.
         """
-        results = []
+        timer = timer or untimed
         try:
             for member in members:
-                self.perturb(member.seed, member.sign * sigma)
-                results.append(self.generate(prompts, sampling, seed=member.sampling_seed))
+                with timer("perturb_restore"):
+                    self.perturb(member.seed, member.sign * sigma)
+                with timer("generate"):
+                    result = self.generate(prompts, sampling, seed=member.sampling_seed)
+                yield result
         finally:
-            self.restore()
-        return results
+            with timer("perturb_restore"):
+                self.restore()
 
     def _require_centre(self) -> ESCentre:
         if self.centre is None:

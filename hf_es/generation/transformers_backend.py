@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Generator
 from typing import Any
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel, PreTrainedTokenizerBase
 
 from ..es import LowRankCentre, Member, stable_seed
-from .base import GenerationBackend, GenerationResult, SamplingConfig
+from .base import GenerationBackend, GenerationResult, PhaseTimer, SamplingConfig, untimed
 from .low_rank import LowRankMemberHooks, PerRowSampler
 
-__all__ = ["TransformersGenerationBackend", "refuse_quantized_weights"]
+__all__ = ["TransformersGenerationBackend", "refuse_quantized_weights", "rows_that_fit"]
 
 PLAIN_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 
@@ -47,16 +48,56 @@ def refuse_quantized_weights(parameters: dict[str, torch.Tensor], quantization_c
         )
 
 
+# Share of the accelerator's free memory that one generate call may fill; the rest absorbs what the estimate leaves
+# out (allocator fragmentation, the sampler's temporaries, attention workspaces).
+GENERATION_MEMORY_FRACTION = 0.8
+
+
+def rows_that_fit(config: Any, sequence_length: int, free_bytes: int, dtype: torch.dtype) -> int:
+    """How many sequences of `sequence_length` tokens one `generate` call can hold in `free_bytes`.
+
+    Counts per row the KV cache of every layer, the prefill's widest activations (one layer at a time) and the
+    float32 logits of a step, at [`GENERATION_MEMORY_FRACTION`] of the free memory.
+
+    Args:
+        config: The model's `PretrainedConfig` (layers, heads, hidden and intermediate sizes, vocabulary).
+        sequence_length: Longest prompt plus the most new tokens.
+        free_bytes: Free accelerator memory.
+        dtype: The model's dtype.
+
+    Returns:
+        At least 1.
+    """
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    width = dtype.itemsize
+    kv_cache = 2 * config.num_hidden_layers * kv_heads * head_dim * sequence_length * width
+    intermediate = getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    prefill = sequence_length * (3 * intermediate + 4 * config.hidden_size) * width
+    logits = 2 * config.vocab_size * 4
+    return max(1, int(free_bytes * GENERATION_MEMORY_FRACTION) // (kv_cache + prefill + logits))
+
+
 class TransformersGenerationBackend(GenerationBackend):
     """Batched, left-padded `model.generate`, stopping at EOS, over an HF model whose weights ES moves in place.
 
     Args:
         model: The causal LM (its parameters are perturbed in place).
         tokenizer: Its tokenizer; a missing pad token falls back to EOS.
-        batch_size: Largest number of sequences generated at once (`None`: all prompts in one batch).
+        batch_size: Largest number of sequences (rows: members x prompts x completions) generated in one call.
+            `None`: every row in one call; `"auto"`: as many as fit in the accelerator's free memory at each call
+            ([`rows_that_fit`]), every row in one call on the CPU. Greedy results and low-rank sampled rows (seeded
+            per row) do not depend on it; full-rank sampled completions come from one stream seeded per `generate`
+            call, so their draws follow the split.
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int | None = None):
+    def __init__(
+        self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int | str | None = None
+    ):
+        if batch_size is not None and batch_size != "auto" and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer, 'auto' or None, got {batch_size!r}.")
         refuse_quantized_weights(dict(model.named_parameters()), getattr(model.config, "quantization_config", None))
         self.model = model
         self.tokenizer = tokenizer
@@ -94,11 +135,23 @@ class TransformersGenerationBackend(GenerationBackend):
         kwargs.update(sampling.extra)
         return GenerationConfig(**kwargs)
 
+    def _rows_per_call(self, texts: list[str], sampling: SamplingConfig, num_rows: int) -> int:
+        """The rows of one `generate` call: `batch_size`, or what fits the free accelerator memory with `"auto"`."""
+        if self.batch_size != "auto":
+            return self.batch_size or num_rows
+        device = self.model.device
+        if device.type != "cuda" or not num_rows:
+            return num_rows
+        lengths = self.tokenizer(sorted(set(texts)), add_special_tokens=False)["input_ids"]
+        sequence_length = max(len(ids) for ids in lengths) + sampling.max_completion_length
+        free_bytes, _ = torch.cuda.mem_get_info(device)
+        return min(num_rows, rows_that_fit(self.model.config, sequence_length, free_bytes, self.model.dtype))
+
     @torch.no_grad()
     def generate(self, prompts: list[str], sampling: SamplingConfig, seed: int | None = None) -> GenerationResult:
         generation_config = self._generation_config(sampling)
         expanded = [prompt for prompt in prompts for _ in range(sampling.num_generations)]
-        batch_size = self.batch_size or len(expanded)
+        batch_size = self._rows_per_call(prompts, sampling, len(expanded))
         if seed is not None and not sampling.greedy:
             torch.manual_seed(seed)
         completion_ids, truncated = [], []
@@ -138,10 +191,14 @@ class TransformersGenerationBackend(GenerationBackend):
             truncated.append(not stopped)
         return completion_ids, truncated
 
-    @torch.no_grad()
     def generate_members(
-        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
-    ) -> list[GenerationResult]:
+        self,
+        members: list[Member],
+        prompts: list[str],
+        sampling: SamplingConfig,
+        sigma: float,
+        timer: PhaseTimer | None = None,
+    ) -> Generator[GenerationResult, None, None]:
         """With a [`LowRankCentre`], every member's completions come from one batched `generate` call.
 
         Rows are member-major (member k's prompts, each `num_generations` times, then member k+1's); forward hooks
@@ -150,15 +207,24 @@ class TransformersGenerationBackend(GenerationBackend):
         draws from its own generator seeded by `(member.sampling_seed, j)` ([`PerRowSampler`]): independent of the
         other rows, and shared by the two members of an antithetic pair (common random numbers). Its samples
         therefore differ from those of `generate(..., seed=member.sampling_seed)`, which seeds one global stream.
-        Full-rank centres fall back to the sequential loop of [`GenerationBackend.generate_members`].
+        Full-rank centres use the member-by-member loop of [`GenerationBackend.generate_members`].
         """
+        if not isinstance(self._require_centre(), LowRankCentre):
+            yield from super().generate_members(members, prompts, sampling, sigma, timer)
+            return
+        with (timer or untimed)("generate"):
+            results = self._generate_low_rank_members(members, prompts, sampling, sigma)
+        yield from results
+
+    @torch.no_grad()
+    def _generate_low_rank_members(
+        self, members: list[Member], prompts: list[str], sampling: SamplingConfig, sigma: float
+    ) -> list[GenerationResult]:
         centre = self._require_centre()
-        if not isinstance(centre, LowRankCentre):
-            return super().generate_members(members, prompts, sampling, sigma)
         expanded = [prompt for prompt in prompts for _ in range(sampling.num_generations)]
         rows = [(position, j) for position in range(len(members)) for j in range(len(expanded))]
         generation_config = self._generation_config(dataclasses.replace(sampling, temperature=0.0))
-        batch_size = self.batch_size or len(rows)
+        batch_size = self._rows_per_call(prompts, sampling, len(rows))
         completion_ids, truncated = [], []
         hooks = LowRankMemberHooks(self.model, centre, [m.seed for m in members], [m.sign * sigma for m in members])
         with hooks:

@@ -55,10 +55,17 @@ class VLLMGenerationBackend(GenerationBackend):
     added: the chat template already holds them), sent to vLLM as token ids, and the completions are cut at the first
     EOS token and decoded with the same tokenizer, so both backends return comparable [`GenerationResult`]s.
 
+    Built from explicit keyword arguments, as TRL builds its `VLLMGeneration`; the trainer maps its `ESConfig` to them
+    (`ESTrainer._backend_arguments`) and creates the engine with [`hf_es.generation.make_backend`]`("vllm", ...)`.
+
     Args:
-        model: Path (or Hub id) of a model directory with a config and tokenizer vLLM can read.
+        model: Path (or Hub id) of a model directory with a config and tokenizer vLLM can read, or an in-memory
+            `PreTrainedModel` (TRL's colocate recipe): the engine is then created from the model's config and
+            `tokenizer` (written to a temporary folder) with dummy weights, the model's current weights are copied
+            in (so in-memory models and checkpoints resumed into it are honoured), the model becomes the
+            `mirror_model` and is moved to the host (the engine is the only full copy on the accelerator).
         tokenizer: The Hugging Face tokenizer of the model.
-        dtype: Engine dtype (`"auto"`: the config's).
+        dtype: Engine dtype (`"auto"`: the config's; for an in-memory model, its parameters' dtype).
         seed: Engine seed (sampling uses per-request seeds derived from the `generate` seed).
         gpu_memory_utilization: Fraction of accelerator memory for the engine (weights + KV cache).
         max_model_len: Context window (`None`: the model's).
@@ -75,12 +82,14 @@ class VLLMGenerationBackend(GenerationBackend):
             perturbations on a GPU). The trainer always passes the device chosen by `es_master_device`.
         mirror_model: An HF model kept equal to the ES centre after every update (its float32 parameters are made to
             share storage with the master when it is on `master_device`), so saving it saves the centre.
+        local_process_index: This process's index on its machine; a CPU engine pins its compute thread to that
+            core (two CPU engines would both pin core 0).
         llm_kwargs: Extra keyword arguments for `vllm.LLM`.
     """
 
     def __init__(
         self,
-        model: str,
+        model: str | os.PathLike | PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         *,
         dtype: str | torch.dtype = "auto",
@@ -96,8 +105,18 @@ class VLLMGenerationBackend(GenerationBackend):
         eos_token_ids: list[int] | None = None,
         master_device: torch.device | str | None = "cpu",
         mirror_model: PreTrainedModel | None = None,
+        local_process_index: int = 0,
         llm_kwargs: dict[str, Any] | None = None,
     ):
+        in_memory = model if isinstance(model, PreTrainedModel) else None
+        if in_memory is not None:
+            refuse_quantized_weights(
+                dict(in_memory.named_parameters()), getattr(in_memory.config, "quantization_config", None)
+            )
+            if not torch.cuda.is_available():
+                # Two CPU engines would both pin their compute thread to core 0.
+                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(local_process_index))
+                os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         if tensor_parallel_size != 1:
             raise NotImplementedError(
                 "ES with vLLM needs vllm_tensor_parallel_size=1: each process perturbs full HF-named tensors of its "
@@ -108,6 +127,14 @@ class VLLMGenerationBackend(GenerationBackend):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         from vllm import LLM
 
+        if in_memory is not None:
+            if dtype == "auto":
+                dtype = next(in_memory.parameters()).dtype
+            load_format = "dummy"
+            initial_weights = dict(in_memory.named_parameters()) if initial_weights is None else initial_weights
+            eos_token_ids = _model_eos_token_ids(in_memory, tokenizer) if eos_token_ids is None else eos_token_ids
+            mirror_model = in_memory if mirror_model is None else mirror_model
+            model = _config_folder(in_memory, tokenizer)
         if isinstance(dtype, torch.dtype):
             dtype = str(dtype).removeprefix("torch.")
         self.tokenizer = tokenizer
@@ -137,73 +164,21 @@ class VLLMGenerationBackend(GenerationBackend):
             if max_model_len is not None:
                 kwargs["max_num_batched_tokens"] = max(4096, max_model_len)
         kwargs.update(llm_kwargs or {})
-        with keep_live_cpu_weights():
-            self.llm: LLM = LLM(**kwargs)
+        try:
+            with keep_live_cpu_weights():
+                self.llm: LLM = LLM(**kwargs)
+        finally:
+            if in_memory is not None:
+                shutil.rmtree(model, ignore_errors=True)  # the folder of the in-memory model's config
         engine = engine_model(self.llm)
         refuse_quantized_engine(engine, self.llm.llm_engine.model_config.quantization)
         self._views = hf_named_views(engine)
         if initial_weights is not None:
             self.load_weights(initial_weights)
-
-    # ------------------------------------------------------------ creation
-
-    @classmethod
-    def from_trainer(cls, trainer: Any) -> VLLMGenerationBackend:
-        """Builds one engine for this Accelerate process from an `ESTrainer` (TRL's colocate recipe).
-
-        The engine is created from the trainer model's config and tokenizer (written to a temporary directory) with
-        dummy weights, then the model's current weights are copied in, so in-memory models and checkpoints resumed
-        into `trainer.model` are honoured. The trainer's model moves to the host before the engine starts (the engine
-        is the only full copy on the accelerator) and is kept equal to the ES centre (see `mirror_model`).
-
-        Args:
-            trainer: The `ESTrainer` (uses `model`, `processing_class`, `args` and `accelerator`).
-
-        Returns:
-            The backend.
-        """
-        args, model, accelerator = trainer.args, trainer.model, trainer.accelerator
-        refuse_quantized_weights(dict(model.named_parameters()), getattr(model.config, "quantization_config", None))
-        tokenizer = trainer.processing_class
-        world, rank = accelerator.num_processes, accelerator.process_index
-        tp = args.vllm_tensor_parallel_size
-        if not torch.cuda.is_available():
-            # Two CPU engines would both pin their compute thread to core 0.
-            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(accelerator.local_process_index))
-            os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-        param_dtype = next(model.parameters()).dtype
-        # Off the accelerator before LLM() measures free memory: the engine then gets its share and the fp32 ES master
-        # the rest (hf_es.es.placement); the initial weights are copied from the host.
-        if model.device.type != "cpu":
-            model.to("cpu")
+        if in_memory is not None and in_memory.device.type != "cpu":
+            in_memory.to("cpu")
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
-        config_dir = tempfile.mkdtemp(prefix="hf_es_vllm_")
-        try:
-            model.config.save_pretrained(config_dir)
-            if getattr(model, "generation_config", None) is not None:
-                model.generation_config.save_pretrained(config_dir)
-            tokenizer.save_pretrained(config_dir)
-            eos = model.generation_config.eos_token_id if model.generation_config is not None else None
-            eos = eos if eos is not None else tokenizer.eos_token_id
-            backend = cls(
-                config_dir,
-                tokenizer,
-                dtype=param_dtype,
-                seed=args.seed + rank // tp,
-                gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                max_model_len=args.vllm_max_model_length,
-                tensor_parallel_size=tp,
-                distributed_executor_backend="external_launcher" if world > 1 else None,
-                enable_sleep_mode=args.vllm_enable_sleep_mode,
-                load_format="dummy",
-                initial_weights=dict(model.named_parameters()),
-                eos_token_ids=eos if isinstance(eos, list) else [eos],
-                mirror_model=model,
-            )
-        finally:
-            shutil.rmtree(config_dir, ignore_errors=True)
-        return backend
 
     # ------------------------------------------------------------- weights
 
@@ -236,24 +211,33 @@ class VLLMGenerationBackend(GenerationBackend):
             return self.centre.state_dict()
         return {name: view.detach().float().cpu() for name, view in self._views.items()}
 
-    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> ESCentre:
+    def init_centre(
+        self,
+        noise: NoiseSource,
+        master_device: torch.device | str | None = None,
+        perturbation: str = "full",
+        rank: int = 1,
+        non_matrix_noise: str = "full",
+    ) -> ESCentre:
         """Snapshots the engine's weights as the ES centre, with the float32 master on `self.master_device`.
 
         When a `mirror_model` is attached, its weights are copied into the engine first (it is where `Trainer`
-        loads resumed checkpoints), and its float32 parameters then share storage with the master.
+        loads resumed checkpoints), and its float32 parameters then share storage with the master. Only full-rank
+        perturbations: low-rank members are evaluated in one batch by corrections inside the forward pass, which vLLM
+        does not expose (see [`GenerationBackend.init_centre`] for the arguments).
         """
+        if perturbation != "full":
+            raise NotImplementedError(
+                f"perturbation={perturbation!r} is not supported with vLLM (one batched pass needs per-row "
+                "corrections inside the forward pass, which vLLM does not expose); use the transformers backend or "
+                "perturbation='full'."
+            )
         if self.mirror_model is not None:
             self.load_weights(dict(self.mirror_model.named_parameters()))
-        self.centre = ESCentre(self.live_weights(), noise, master_device=master_device or self.master_device)
+        super().init_centre(noise, master_device=master_device or self.master_device)
         self._sync_mirror(alias=True)
         self._weights_changed()
         return self.centre
-
-    def init_low_rank_centre(self, *args, **kwargs):
-        raise NotImplementedError(
-            "perturbation='low_rank' is not supported with vLLM (one batched pass needs per-row corrections inside "
-            "the forward pass, which vLLM does not expose); use the transformers backend or perturbation='full'."
-        )
 
     def load_centre(self, state_dict: dict[str, torch.Tensor]) -> None:
         super().load_centre(state_dict)
@@ -371,3 +355,24 @@ class VLLMGenerationBackend(GenerationBackend):
             import gc
 
             gc.collect()
+
+
+def _config_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> str:
+    """A temporary folder with the model's config, generation config and tokenizer (no weights), for vLLM to read."""
+    folder = tempfile.mkdtemp(prefix="hf_es_vllm_")
+    try:
+        model.config.save_pretrained(folder)
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    except Exception:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def _model_eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The ids that end a completion: the model's generation config's EOS, else the tokenizer's."""
+    eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+    eos = eos if eos is not None else tokenizer.eos_token_id
+    return eos if isinstance(eos, list) else [eos]

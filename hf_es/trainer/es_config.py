@@ -16,6 +16,9 @@ from typing import Any
 
 from transformers import TrainingArguments
 
+from ..es import ESTIMATORS, FITNESS_SHAPING, NOISE_SOURCES, NON_MATRIX_NOISE, PERTURBATIONS
+from ..generation import BACKENDS
+
 __all__ = ["GRPO_ONLY_FIELDS", "ESConfig", "check_no_grpo_only_fields"]
 
 # GRPOConfig fields with no meaning in ES, and what to do instead. Passing one to ESConfig is an error, so that a
@@ -136,6 +139,17 @@ class ESConfig(TrainingArguments):
             Extra keyword arguments for the generation backend (`GenerationConfig` or vLLM `SamplingParams`).
         chat_template_kwargs (`dict`, *optional*):
             Extra keyword arguments for `apply_chat_template` on conversational prompts.
+
+        generation_max_rows (`int`, *optional*):
+            Most sequences (members x prompts x `num_generations` rows) in one `generate` call of the transformers
+            backend, in training, `evaluate()` and the Pass@K evaluation. `None`: as many as fit in the
+            accelerator's free memory at each call (KV cache, prefill activations and logits of the longest row),
+            no cap on the CPU. Greedy results do not depend on it. (TRL's `generation_batch_size` means something
+            else: completions per optimizer step.)
+        generation_backend (`str`, *optional*):
+            The generation engine, a name registered in [`hf_es.generation.BACKENDS`] (`"transformers"`, `"vllm"`,
+            or one added as in docs/ENGINES.md). `None`: `"vllm"` with `use_vllm`, else `"transformers"`;
+            `"vllm"` sets `use_vllm`. A `generation_backend` instance passed to [`ESTrainer`] overrides it.
 
         > vLLM parameters (as in GRPOConfig; ES supports only the colocated mode)
 
@@ -266,6 +280,15 @@ class ESConfig(TrainingArguments):
         default=None, metadata={"help": "Extra keyword arguments for apply_chat_template."}
     )
 
+    generation_max_rows: int | None = field(
+        default=None,
+        metadata={"help": "Most rows in one transformers generate call; None: what fits in free accelerator memory."},
+    )
+    generation_backend: str | None = field(
+        default=None,
+        metadata={"help": "Registered generation engine ('transformers', 'vllm', ...); None: from use_vllm."},
+    )
+
     # vLLM
     use_vllm: bool = field(default=False, metadata={"help": "Generate with a colocated vLLM engine."})
     vllm_mode: str = field(default="colocate", metadata={"help": "Only 'colocate' is supported by ES."})
@@ -353,20 +376,37 @@ class ESConfig(TrainingArguments):
             if isinstance(value, str):
                 setattr(self, name, json.loads(value))
         super().__post_init__()
+        self._resolve_generation_backend()
         self._validate_es_fields()
         self._validate_perturbation_fields()
         self._validate_placement_fields()
         if self.success_threshold is not None and not math.isfinite(self.success_threshold):
             raise ValueError(f"success_threshold must be None or a finite number, got {self.success_threshold}.")
 
+    @property
+    def backend_name(self) -> str:
+        """The generation engine of this run: `generation_backend`, else `"vllm"` with `use_vllm` (TRL's field),
+        else `"transformers"`."""
+        return self.generation_backend or ("vllm" if self.use_vllm else "transformers")
+
+    def _resolve_generation_backend(self) -> None:
+        if self.generation_backend is None:
+            return
+        BACKENDS.check(self.generation_backend)
+        if self.use_vllm and self.generation_backend != "vllm":
+            raise ValueError(
+                f"use_vllm=True asks for the vLLM engine but generation_backend={self.generation_backend!r}; set one."
+            )
+        self.use_vllm = self.generation_backend == "vllm"  # what checks of vLLM's limits read, as in TRL
+
     def _validate_perturbation_fields(self) -> None:
-        if self.perturbation not in ("full", "low_rank"):
-            raise ValueError(f"perturbation must be 'full' or 'low_rank', got {self.perturbation!r}.")
+        PERTURBATIONS.check(self.perturbation)
         if self.perturbation_rank < 1:
             raise ValueError(f"perturbation_rank must be >= 1, got {self.perturbation_rank}.")
-        if self.low_rank_non_matrix_noise not in ("full", "none"):
+        if self.low_rank_non_matrix_noise not in NON_MATRIX_NOISE:
             raise ValueError(
-                f"low_rank_non_matrix_noise must be 'full' or 'none', got {self.low_rank_non_matrix_noise!r}."
+                f"low_rank_non_matrix_noise must be one of {list(NON_MATRIX_NOISE)}, got "
+                f"{self.low_rank_non_matrix_noise!r}."
             )
         if self.perturbation == "low_rank" and self.use_vllm:
             raise ValueError(
@@ -388,25 +428,12 @@ class ESConfig(TrainingArguments):
         )
         require(self.sigma > 0, f"sigma must be > 0, got {self.sigma}. The paper uses 1.5e-3.")
         require(self.learning_rate >= 0, f"learning_rate (alpha) must be >= 0, got {self.learning_rate}.")
-        from ..es.shaping import FITNESS_SHAPING
-
         require(
             callable(self.fitness_shaping) or self.fitness_shaping in FITNESS_SHAPING,
             f"fitness_shaping must be one of {sorted(FITNESS_SHAPING)} or a callable, got {self.fitness_shaping!r}.",
         )
-        require(
-            self.estimator in ("one_point", "antithetic"),
-            f"estimator must be 'one_point' or 'antithetic', got {self.estimator!r}.",
-        )
-        require(
-            self.estimator != "antithetic" or self.population_size % 2 == 0,
-            f"estimator='antithetic' evaluates members in +/- pairs, so population_size must be even, got "
-            f"{self.population_size}.",
-        )
-        require(
-            self.noise_type in ("table", "gaussian"),
-            f"noise_type must be 'table' or 'gaussian', got {self.noise_type!r}.",
-        )
+        ESTIMATORS.resolve(self.estimator)(self.population_size)  # the layout refuses sizes it cannot pair up
+        NOISE_SOURCES.check(self.noise_type)
         require(
             self.reward_failure in ("error", "skip_member", "zero"),
             f"reward_failure must be 'error', 'skip_member' or 'zero', got {self.reward_failure!r}.",
@@ -418,6 +445,10 @@ class ESConfig(TrainingArguments):
         require(
             self.prompt_overflow in ("error", "truncate"),
             f"prompt_overflow must be 'error' or 'truncate', got {self.prompt_overflow!r}.",
+        )
+        require(
+            self.generation_max_rows is None or self.generation_max_rows >= 1,
+            f"generation_max_rows must be None (sized to free memory) or >= 1, got {self.generation_max_rows}.",
         )
         require(self.num_generations >= 1, f"num_generations must be >= 1, got {self.num_generations}.")
         require(

@@ -10,9 +10,9 @@ prompts in [`hf_es.prompts`], scoring in `scoring.py`, the step record in `step_
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -34,7 +34,7 @@ from ..es import (
     stable_seed,
 )
 from ..evaluation import evaluate_rewards
-from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
+from ..generation import GenerationBackend, SamplingConfig, make_backend
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
 from ..scoring import (
@@ -61,6 +61,7 @@ from .step_logging import (
     resolve_success_threshold,
 )
 from .step_record import StepRecord
+from .step_timer import StepTimer
 
 logger = logging.get_logger(__name__)
 
@@ -87,8 +88,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         optimizers (*optional*): Must be `(None, None)`: ES has no optimizer.
         peft_config ([`~peft.PeftConfig`], *optional*): ES evolves only the adapter (transformers backend only);
             see [`~hf_es.trainer.adapters`].
-        generation_backend ([`GenerationBackend`], *optional*): Defaults to transformers `generate`, or vLLM with
-            `args.use_vllm`.
+        generation_backend ([`GenerationBackend`], *optional*): Defaults to the engine named by
+            `args.backend_name` (transformers `generate`, or vLLM with `args.use_vllm`).
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
@@ -172,22 +173,38 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             check_perturbations_land(self.backend)
 
     def _init_centre(self, noise: Any, master_device: Any = None) -> None:
-        """Snapshots the live weights as the ES centre: full-rank noise (the paper) or low-rank directions."""
+        """Snapshots the live weights as the ES centre of `args.perturbation` ([`hf_es.es.PERTURBATIONS`])."""
         if master_device is None and self.backend.centre is not None:
             master_device = self.backend.centre.master_device  # re-snapshot on resume: keep the placement
-        if self.args.perturbation == "low_rank":
-            self.backend.init_low_rank_centre(
-                noise, self.args.perturbation_rank, self.args.low_rank_non_matrix_noise, master_device=master_device
-            )
-        else:
-            self.backend.init_centre(noise, master_device=master_device)
+        self.backend.init_centre(
+            noise,
+            master_device=master_device,
+            perturbation=self.args.perturbation,
+            rank=self.args.perturbation_rank,
+            non_matrix_noise=self.args.low_rank_non_matrix_noise,
+        )
 
     def _default_backend(self) -> GenerationBackend:
-        if self.args.use_vllm:
-            from ..generation.vllm_backend import VLLMGenerationBackend  # optional dependency
+        return make_backend(self.args.backend_name, **self._backend_arguments(self.args.backend_name))
 
-            return VLLMGenerationBackend.from_trainer(self)
-        return TransformersGenerationBackend(self.model, self.processing_class)
+    def _backend_arguments(self, engine: str) -> dict[str, Any]:
+        """Maps this run's `ESConfig` to the constructor arguments of `engine` (a key of
+        [`hf_es.generation.BACKENDS`]): the model and tokenizer for every engine, plus the engine's own settings."""
+        args, accelerator = self.args, self.accelerator
+        settings: dict[str, dict[str, Any]] = {
+            "transformers": dict(batch_size=args.generation_max_rows or "auto"),
+            # TRL's colocate recipe: one engine per Accelerate process, seeded per tensor-parallel group.
+            "vllm": dict(
+                seed=args.seed + accelerator.process_index // args.vllm_tensor_parallel_size,
+                gpu_memory_utilization=args.vllm_gpu_memory_utilization,
+                max_model_len=args.vllm_max_model_length,
+                tensor_parallel_size=args.vllm_tensor_parallel_size,
+                distributed_executor_backend="external_launcher" if accelerator.num_processes > 1 else None,
+                enable_sleep_mode=args.vllm_enable_sleep_mode,
+                local_process_index=accelerator.local_process_index,
+            ),
+        }
+        return {"model": self.model, "tokenizer": self.processing_class, **settings.get(engine, {})}
 
     def get_train_dataloader(self) -> DataLoader:
         if self.train_dataset is None:
@@ -271,53 +288,49 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
     def _es_step(self, inputs: list[dict[str, Any]]) -> float:
         """One ES step: evaluate this process's members, exchange the records, estimate and apply the update."""
         args, step = self.args, self.state.global_step
-        start = time.perf_counter()
+        timer = StepTimer()
         members = make_population(args.noise_seed, step, args.population_size, args.estimator)
         rank, world = self.accelerator.process_index, self.accelerator.num_processes
         # Global RNGs are a function of (seed, step, process): reward functions that draw random numbers resume
         # exactly, and a checkpoint needs no (pickled) RNG state.
         set_seed(stable_seed(args.seed, "step-rng", step, rank) % 2**32)
         record = StepRecord.empty(len(members), len(self.reward_funcs), len(inputs))
-        timing: dict[str, float] = defaultdict(float)
         error: Exception | None = None
         try:
             prompt_texts = self._prompt_texts([example["prompt"] for example in inputs])
-            self._evaluate_members(members[rank::world], inputs, prompt_texts, record, timing, step)
+            self._evaluate_members(members[rank::world], inputs, prompt_texts, record, timer, step)
         except Exception as caught:
             if world == 1:
                 raise
             error, record.process_failed = caught, True
         finally:
-            tick = time.perf_counter()
-            self.backend.restore()
-            timing["perturb_restore"] += time.perf_counter() - tick
+            with timer("perturb_restore"):
+                self.backend.restore()
 
-        tick = time.perf_counter()
-        record = record.all_reduce(self.accelerator)  # only N x (a few + B) numbers cross processes
-        if record.process_failed:
-            self._raise_process_failure(error, step)
-        timing["communication"] = time.perf_counter() - tick
+        with timer("communication"):
+            record = record.all_reduce(self.accelerator)  # only N x (a few + B) numbers cross processes
+            if record.process_failed:
+                self._raise_process_failure(error, step)
 
         rewards = record.rewards
         estimate = estimate_update(members, rewards, self.fitness_shaping)
-        tick = time.perf_counter()
         update_norm = 0.0
-        if not estimate.skipped:
-            try:
-                update_norm = self.backend.apply_update(
-                    estimate.seeds, estimate.coefficients, self._get_learning_rate()
-                )
-            except FloatingPointError as caught:
-                raise FloatingPointError(
-                    f"Step {step}: {caught} Rewards of the members: {rewards.tolist()}. Check the reward functions "
-                    "for huge values, or use fitness_shaping='centered_rank'."
-                ) from caught
-        elif estimate.num_valid == 0:
-            logger.warning(f"Step {step}: no member has a scorable completion (reward None or failed); no update.")
-        else:
-            logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
-        timing["update"] = time.perf_counter() - tick
-        self._log_step(record, estimate.skipped, update_norm, timing, time.perf_counter() - start)
+        with timer("update"):
+            if not estimate.skipped:
+                try:
+                    update_norm = self.backend.apply_update(
+                        estimate.seeds, estimate.coefficients, self._get_learning_rate()
+                    )
+                except FloatingPointError as caught:
+                    raise FloatingPointError(
+                        f"Step {step}: {caught} Rewards of the members: {rewards.tolist()}. Check the reward "
+                        "functions for huge values, or use fitness_shaping='centered_rank'."
+                    ) from caught
+            elif estimate.num_valid == 0:
+                logger.warning(f"Step {step}: no member has a scorable completion (reward None or failed); no update.")
+            else:
+                logger.info(f"Step {step}: all {estimate.num_valid} valid members tied; no update.")
+        self._log_step(record, estimate.skipped, update_norm, timer.seconds, timer.elapsed())
         valid = rewards[torch.isfinite(rewards)]
         return float(valid.mean()) if valid.numel() else float("nan")
 
@@ -335,36 +348,23 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         inputs: list[dict[str, Any]],
         prompt_texts: list[str],
         record: StepRecord,
-        timing: dict[str, float],
+        timer: StepTimer,
         step: int,
     ) -> None:
-        """The member loop: perturbs, generates and scores each of this process's members into `record`. Low-rank
-        members are generated side by side in one batch (no weight writes) before they are scored."""
-        batched = None
-        if self.args.perturbation == "low_rank":
-            tick = time.perf_counter()
-            batched = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma)
-            timing["generate"] += time.perf_counter() - tick
-        for position, member in enumerate(members):
-            if batched is not None:
-                result = batched[position]
-            else:
-                tick = time.perf_counter()
-                self.backend.perturb(member.seed, member.sign * self.args.sigma)
-                timing["perturb_restore"] += time.perf_counter() - tick
-                tick = time.perf_counter()
-                result = self.backend.generate(prompt_texts, self.sampling, seed=member.sampling_seed)
-                timing["generate"] += time.perf_counter() - tick
-            tick = time.perf_counter()
-            scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
-            timing["score"] += time.perf_counter() - tick
-            record.members[member.index] = member_stats(
-                result, scores, len(self.reward_funcs), num_prompts=len(inputs), threshold=self.success_threshold
-            )
-            if scores is not None and not self._last_samples:
-                self._last_samples = completions_sample(
-                    prompt_texts, result, scores, self.sampling.num_generations, self.reward_func_names
+        """The member loop: the backend generates this process's members in turn (or side by side, for low-rank
+        members) and each is scored into `record` as its completions arrive."""
+        results = self.backend.generate_members(members, prompt_texts, self.sampling, self.args.sigma, timer=timer)
+        with contextlib.closing(results):  # restores the centre also when scoring raises
+            for member, result in zip(members, results, strict=True):
+                with timer("score"):
+                    scores = self._score(inputs, result, where=f"step {step}, member {member.index}")
+                record.members[member.index] = member_stats(
+                    result, scores, len(self.reward_funcs), num_prompts=len(inputs), threshold=self.success_threshold
                 )
+                if scores is not None and not self._last_samples:
+                    self._last_samples = completions_sample(
+                        prompt_texts, result, scores, self.sampling.num_generations, self.reward_func_names
+                    )
 
     def _log_step(self, record: StepRecord, skipped: bool, update_norm: float, timing: dict, wall: float) -> None:
         metrics = self._metrics["train"]
@@ -398,7 +398,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
         check_prompt_dataset(dataset, "eval_dataset")
-        start = time.perf_counter()
+        timer = StepTimer()
         self.backend.restore()
         metrics = evaluate_rewards(
             self.backend,
@@ -412,7 +412,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             accelerator=self.accelerator,
             metric_key_prefix=metric_key_prefix,
         )
-        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
+        metrics[f"{metric_key_prefix}_runtime"] = timer.elapsed()
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics

@@ -12,7 +12,7 @@ from hf_es.generation.low_rank import LowRankMemberHooks
 def backend_for(dtype, non_matrix_noise="full", rank=2, **overrides):
     model = tiny_llama(seed=3, **overrides).to(dtype)
     backend = TransformersGenerationBackend(model, tiny_tokenizer())
-    backend.init_low_rank_centre(GaussianNoise(), rank=rank, non_matrix_noise=non_matrix_noise)
+    backend.init_centre(GaussianNoise(), perturbation="low_rank", rank=rank, non_matrix_noise=non_matrix_noise)
     return backend
 
 
@@ -74,11 +74,8 @@ def test_batched_greedy_generation_equals_sequential_written_members():
     members = make_population(noise_seed=1, step=3, population_size=4, estimator="antithetic")
     prompts = ["Say something about number 1.", "Hello there, how are", "One two three"]
     sampling = SamplingConfig(max_completion_length=8, temperature=0.0)
-    batched = backend.generate_members(members, prompts, sampling, sigma=0.3)
-    sequential = [
-        super(TransformersGenerationBackend, backend).generate_members([m], prompts, sampling, sigma=0.3)[0]
-        for m in members
-    ]
+    batched = list(backend.generate_members(members, prompts, sampling, sigma=0.3))
+    sequential = list(super(TransformersGenerationBackend, backend).generate_members(members, prompts, sampling, 0.3))
     assert [r.completion_ids for r in batched] == [r.completion_ids for r in sequential]
     assert len({tuple(map(tuple, r.completion_ids)) for r in batched}) > 1  # members really differ
 
@@ -89,12 +86,15 @@ def test_sampled_rows_keep_common_random_numbers_within_an_antithetic_pair():
     sampling = SamplingConfig(max_completion_length=6, temperature=1.0, num_generations=2)
     prompts = ["Count: one two", "Colours: red"]
     # sigma = 0: both members have the centre's weights, so equal seeds must give equal samples, whatever the batch.
-    same = backend.generate_members(members, prompts, sampling, sigma=0.0)
+    same = list(backend.generate_members(members, prompts, sampling, sigma=0.0))
     assert same[0].completion_ids == same[1].completion_ids
     # The generations of one prompt get different seeds, and results do not depend on the batch split.
     assert same[0].completion_ids[0] != same[0].completion_ids[1]
     backend.batch_size = 3
-    assert backend.generate_members(members, prompts, sampling, sigma=0.0)[1].completion_ids == same[1].completion_ids
+    assert (
+        list(backend.generate_members(members, prompts, sampling, sigma=0.0))[1].completion_ids
+        == same[1].completion_ids
+    )
 
 
 def test_modules_other_than_linear_and_embedding_holding_matrices_are_refused():
