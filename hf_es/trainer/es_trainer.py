@@ -41,7 +41,14 @@ from ..scoring.reward_model import resolve_reward_models
 from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
 from .es_config import ESConfig
 from .publishing import PublishingMixin
-from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
+from .sampling import (
+    check_prompt_dataset,
+    dataset_columns,
+    identity_collator,
+    is_streamed,
+    named_datasets,
+    shared_dataloader,
+)
 from .saving import CheckpointingMixin
 from .scoring import (
     RewardFunc,
@@ -78,8 +85,9 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         reward_processing_classes (`PreTrainedTokenizerBase` or `list`, *optional*): The reward models' tokenizers,
             one entry per reward function (`None` for functions), as in TRL.
         args ([`ESConfig`], *optional*): Defaults to `ESConfig(output_dir="<model name>-ES")`.
-        train_dataset, eval_dataset ([`~datasets.Dataset`]): A `prompt` column (text or chat messages) and the
-            reward functions' columns; `eval_dataset` may be a dict, evaluated with the centre weights.
+        train_dataset, eval_dataset ([`~datasets.Dataset`] or [`~datasets.IterableDataset`]): A `prompt` column
+            (text or chat messages) and the reward functions' columns; `eval_dataset` may be a dict, evaluated with
+            the centre weights. A streamed `train_dataset` needs `max_steps` ([`hf_es.trainer.sampling`]).
         processing_class ([`~transformers.PreTrainedTokenizerBase`], *optional*): Loaded from `model` when omitted.
         callbacks (`list[TrainerCallback]`, *optional*): Extra callbacks.
         optimizers (*optional*): Must be `(None, None)`: ES has no optimizer.
@@ -152,7 +160,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         self.reward_weights = reward_weights_tensor(args.reward_weights, len(self.reward_funcs))
         for name, dataset in named_datasets(train_dataset, eval_dataset):
             check_prompt_dataset(dataset, name)
-            check_reward_columns(self.reward_funcs, list(getattr(dataset, "column_names", None) or []), name)
+            check_reward_columns(self.reward_funcs, dataset_columns(dataset, name) or [], name)
 
         super().__init__(
             model=model,
@@ -405,6 +413,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
         check_prompt_dataset(dataset, "eval_dataset")
+        if is_streamed(dataset):  # evaluation shards rows by index: a (finite) evaluation stream is read once
+            dataset = Dataset.from_list(list(dataset))
         start = time.perf_counter()
         self.backend.restore()
         metrics = evaluate_rewards(
