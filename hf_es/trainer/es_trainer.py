@@ -46,11 +46,19 @@ from ..scoring import (
     reward_weights_tensor,
     score_completions,
 )
+from ..scoring.reward_model import resolve_reward_models
 from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
 from .es_config import ESConfig
 from .probe import check_perturbations_land
 from .publishing import PublishingMixin
-from .sampling import check_prompt_dataset, identity_collator, named_datasets, shared_dataloader
+from .sampling import (
+    check_prompt_dataset,
+    dataset_columns,
+    identity_collator,
+    is_streamed,
+    named_datasets,
+    shared_dataloader,
+)
 from .saving import CheckpointingMixin
 from .step_logging import (
     add_step_metrics,
@@ -62,6 +70,7 @@ from .step_logging import (
 )
 from .step_record import StepRecord
 from .step_timer import StepTimer
+from .trl_compat import refuse_grpo_only_arguments
 
 logger = logging.get_logger(__name__)
 
@@ -78,16 +87,25 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
     Args:
         model (`str` or `PreTrainedModel`): Hub id, local path or causal LM (strings load with
             `args.model_init_kwargs`).
-        reward_funcs (`Callable` or `list[Callable]`): TRL reward functions,
-            `f(prompts, completions, completion_ids, **columns)` returning a float or `None` per completion.
+        reward_funcs (`Callable`, `str`, `PreTrainedModel` or a list of them): TRL reward functions,
+            `f(prompts, completions, completion_ids, **columns)` returning a float or `None` per completion, or
+            reward models (a sequence-classification model, or its Hub id / local path), scored as TRL scores them
+            ([`hf_es.scoring.reward_model`]).
+        reward_processing_classes (`PreTrainedTokenizerBase` or `list`, *optional*): The reward models' tokenizers,
+            one entry per reward function (`None` for functions), as in TRL.
         args ([`ESConfig`], *optional*): Defaults to `ESConfig(output_dir="<model name>-ES")`.
-        train_dataset, eval_dataset ([`~datasets.Dataset`]): A `prompt` column (text or chat messages) and the
-            reward functions' columns; `eval_dataset` may be a dict, evaluated with the centre weights.
+        train_dataset, eval_dataset ([`~datasets.Dataset`] or [`~datasets.IterableDataset`]): A `prompt` column
+            (text or chat messages) and the reward functions' columns; `eval_dataset` may be a dict, evaluated with
+            the centre weights. A streamed `train_dataset` needs `max_steps` ([`hf_es.trainer.sampling`]).
         processing_class ([`~transformers.PreTrainedTokenizerBase`], *optional*): Loaded from `model` when omitted.
         callbacks (`list[TrainerCallback]`, *optional*): Extra callbacks.
         optimizers (*optional*): Must be `(None, None)`: ES has no optimizer.
+        quantization_config (*optional*): Must be `None`: ES perturbs plain floating-point weights in place.
         peft_config ([`~peft.PeftConfig`], *optional*): ES evolves only the adapter (transformers backend only);
             see [`~hf_es.trainer.adapters`].
+        tools, rollout_func, environment_factory (*optional*): Must be `None` (accepted by name, as in
+            `GRPOTrainer`): ES generates single-turn completions with its own engine; see
+            [`refuse_grpo_only_arguments`] for what to use instead.
         generation_backend ([`GenerationBackend`], *optional*): Defaults to the engine named by
             `args.backend_name` (transformers `generate`, or vLLM with `args.use_vllm`).
     """
@@ -105,7 +123,11 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         reward_processing_classes: Any = None,
         callbacks: list[TrainerCallback] | None = None,
         optimizers: tuple[Any, Any] = (None, None),
+        quantization_config: Any = None,
         peft_config: Any = None,
+        tools: list[Any] | None = None,
+        rollout_func: Any = None,
+        environment_factory: Any = None,
         generation_backend: GenerationBackend | None = None,
     ):
         if isinstance(model, (str, os.PathLike)):  # one resolution for every entry point (hf_es.models)
@@ -121,8 +143,12 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             )
         if optimizers != (None, None):
             raise ValueError("ESTrainer has no optimizer: the ES update replaces it. Leave `optimizers` unset.")
-        if reward_processing_classes is not None:
-            raise NotImplementedError("Model-based rewards are not supported yet; pass reward callables.")
+        refuse_grpo_only_arguments(
+            quantization_config=quantization_config,
+            tools=tools,
+            rollout_func=rollout_func,
+            environment_factory=environment_factory,
+        )
         if isinstance(model, str):
             model = load_model(model, args)
         model = prepare_evolved_parameters(model, args, peft_config)  # PEFT wrap / es_target_modules
@@ -131,13 +157,20 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         if processing_class.pad_token is None:
             processing_class.pad_token = processing_class.eos_token
 
+        reward_funcs = resolve_reward_models(
+            reward_funcs,
+            reward_processing_classes,
+            model_init_kwargs=args.model_init_kwargs,
+            device=args.device,
+            chat_template_kwargs=args.chat_template_kwargs,
+        )
         self.reward_funcs = check_reward_funcs(reward_funcs)
         self.reward_func_names = [reward_func_name(f) for f in self.reward_funcs]
         self.reward_weights = reward_weights_tensor(args.reward_weights, len(self.reward_funcs))
         self.success_threshold = resolve_success_threshold(args.success_threshold, self.reward_weights)
         for name, dataset in named_datasets(train_dataset, eval_dataset):
             check_prompt_dataset(dataset, name)
-            check_reward_columns(self.reward_funcs, list(getattr(dataset, "column_names", None) or []), name)
+            check_reward_columns(self.reward_funcs, dataset_columns(dataset, name) or [], name)
 
         super().__init__(
             model=model,
@@ -398,6 +431,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
                 metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
             return metrics
         check_prompt_dataset(dataset, "eval_dataset")
+        if is_streamed(dataset):  # evaluation shards rows by index: a (finite) evaluation stream is read once
+            dataset = Dataset.from_list(list(dataset))
         timer = StepTimer()
         self.backend.restore()
         metrics = evaluate_rewards(
