@@ -16,7 +16,7 @@ from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, describe_hub_error, push_ch
 from ..model_card.lineage import training_lineage, write_lineage
 from ..models import base_model_id
 from .adapters import drift_weights
-from .checkpointing import ES_MASTER_NAME
+from .checkpoint_files import ES_MASTER_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,6 @@ __all__ = [
     "HUB_ROOT_IGNORE",
     "PublishingMixin",
     "create_hub_repo",
-    "push_checkpoint_folder",
     "push_output_dir",
     "write_trainer_card",
 ]
@@ -81,44 +80,6 @@ def write_trainer_card(
         secrets=[trainer.args.hub_token] if trainer.args.hub_token else (),
     )
     write_lineage(output_dir, lineage)
-
-
-def push_checkpoint_folder(trainer: Any, checkpoint_folder: str) -> None:
-    """`hub_strategy` pushes after each save, straight from the complete `checkpoint-N` folder: the model files, card,
-    drift stats, trainer state and plots to the repo root in one commit; with `"checkpoint"` / `"all_checkpoints"`
-    also the whole folder to `last-checkpoint/` / `checkpoint-N/` (a second commit, as in Trainer). Pushes are
-    synchronous, so rotation never deletes a folder being uploaded; one that still fails after the retries is logged
-    and training continues with the checkpoint kept locally."""
-    from transformers.trainer_utils import HubStrategy, SaveStrategy
-
-    args, state = trainer.args, trainer.state
-    if not trainer.is_world_process_zero() or args.hub_strategy == HubStrategy.END:
-        return
-    trainer.callback_handler.on_push_begin(args, state, trainer.control)
-    if args.save_strategy == SaveStrategy.STEPS:
-        message = f"Training in progress, step {state.global_step}"
-    else:
-        message = f"Training in progress, epoch {int(state.epoch or 0)}"
-    uploads = [(None, PUSH_ALLOW_PATTERNS, HUB_ROOT_IGNORE, message)]
-    if args.hub_strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
-        sub_folder = "last-checkpoint" if args.hub_strategy == HubStrategy.CHECKPOINT else Path(checkpoint_folder).name
-        uploads.append((sub_folder, None, None, message + ", checkpoint"))
-    for path_in_repo, allow_patterns, ignore_patterns, commit_message in uploads:
-        try:
-            push_checkpoint(
-                checkpoint_folder,
-                trainer.hub_model_id,
-                token=args.hub_token,
-                revision=args.hub_revision,
-                path_in_repo=path_in_repo,
-                commit_message=commit_message,
-                allow_patterns=allow_patterns,
-                ignore_patterns=ignore_patterns,
-                max_retries=trainer.hub_push_retries,
-                backoff_s=trainer.hub_push_backoff_s,
-            )
-        except (HubPushError, ValueError) as error:  # already scrubbed of the token
-            logger.error(f"{error} Training continues.")
 
 
 def create_hub_repo(trainer: Any, token: str | None = None, private: bool | None = None) -> None:
@@ -204,7 +165,7 @@ def push_output_dir(trainer: Any, commit_message: str | None, blocking: bool, hu
 
 class PublishingMixin:
     """Hub overrides for [`ESTrainer`] (card, repo creation, push); placed before `transformers.Trainer` in its
-    bases. The retry settings are read by [`push_output_dir`] and [`push_checkpoint_folder`]."""
+    bases. The retry settings are read by [`push_output_dir`] and `_push_from_checkpoint`."""
 
     hub_push_retries: int = 3
     """Retries of a failed Hub push (after the first attempt) before giving up."""
@@ -236,3 +197,44 @@ class PublishingMixin:
         # Checked against transformers 5.24.
         hub_options = {"token": token, "revision": revision, "private": private, **kwargs}
         return push_output_dir(self, commit_message, blocking, hub_options)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """`hub_strategy` pushes after each save, straight from the complete `checkpoint-N` folder: the model files,
+        card, drift stats, trainer state and plots to the repo root in one commit; with `"checkpoint"` /
+        `"all_checkpoints"` also the whole folder to `last-checkpoint/` / `checkpoint-N/` (a second commit, as in
+        Trainer). Pushes are synchronous, so rotation never deletes a folder being uploaded; one that still fails after
+        the retries is logged and training continues with the checkpoint kept locally."""
+        # No super(): Trainer's copies the files into `output_dir` and uploads them in the background without retries,
+        # so rotation could delete a folder mid-upload. Checked against transformers 5.24.
+        from transformers.trainer_utils import HubStrategy, SaveStrategy
+
+        args, state = self.args, self.state
+        if not self.is_world_process_zero() or args.hub_strategy == HubStrategy.END:
+            return
+        self.callback_handler.on_push_begin(args, state, self.control)
+        if args.save_strategy == SaveStrategy.STEPS:
+            message = f"Training in progress, step {state.global_step}"
+        else:
+            message = f"Training in progress, epoch {int(state.epoch or 0)}"
+        uploads = [(None, PUSH_ALLOW_PATTERNS, HUB_ROOT_IGNORE, message)]
+        if args.hub_strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
+            sub_folder = (
+                "last-checkpoint" if args.hub_strategy == HubStrategy.CHECKPOINT else Path(checkpoint_folder).name
+            )
+            uploads.append((sub_folder, None, None, message + ", checkpoint"))
+        for path_in_repo, allow_patterns, ignore_patterns, commit_message in uploads:
+            try:
+                push_checkpoint(
+                    checkpoint_folder,
+                    self.hub_model_id,
+                    token=args.hub_token,
+                    revision=args.hub_revision,
+                    path_in_repo=path_in_repo,
+                    commit_message=commit_message,
+                    allow_patterns=allow_patterns,
+                    ignore_patterns=ignore_patterns,
+                    max_retries=self.hub_push_retries,
+                    backoff_s=self.hub_push_backoff_s,
+                )
+            except (HubPushError, ValueError) as error:  # already scrubbed of the token
+                logger.error(f"{error} Training continues.")

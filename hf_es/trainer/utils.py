@@ -3,20 +3,7 @@ the same way."""
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
-from transformers.trainer import TRAINING_ARGS_NAME
-
+from .checkpoint_files import write_redacted_training_args  # re-exported: scripts/train_grpo.py imports it from here
 from .scoring import RewardTally  # re-exported: scripts/train_grpo.py imports it from here
 
 __all__ = ["RewardTally", "write_redacted_training_args"]
-
-
-def write_redacted_training_args(output_dir: str, args: Any) -> None:
-    """Replaces `Trainer`'s pickled `training_args.bin` (which holds the Hub token) with redacted JSON."""
-    pickled = os.path.join(output_dir, TRAINING_ARGS_NAME)
-    if os.path.isfile(pickled):
-        os.remove(pickled)
-    with open(os.path.join(output_dir, "training_args.json"), "w") as f:
-        f.write(args.to_json_string())
