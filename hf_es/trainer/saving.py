@@ -19,7 +19,6 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from . import checkpoint_files
 from .adapters import save_merged_model
-from .publishing import write_trainer_card
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +27,8 @@ __all__ = ["CheckpointingMixin"]
 
 class CheckpointingMixin:
     """Save and resume overrides for [`ESTrainer`]; placed before `transformers.Trainer` in its bases, and relying on
-    the trainer's `args`, `state`, `backend`, `model`, `_init_centre` and `_total_generated_tokens`."""
+    the trainer's `args`, `state`, `backend`, `model`, `_init_centre` and `_total_generated_tokens`, and on
+    `_write_model_card` ([`PublishingMixin`]) for the card written with every save."""
 
     def train(
         self,
@@ -111,7 +111,7 @@ class CheckpointingMixin:
             self._save_es_state(output_dir, include_master=self.args.save_es_master)
             if self.args.save_merged_model and is_peft_model(self.model):
                 save_merged_model(self.model, output_dir, self.processing_class)
-            write_trainer_card(self, output_dir)
+            self._write_model_card(output_dir)
 
     def _save(self, output_dir: str | None = None, state_dict=None) -> None:
         super()._save(output_dir, state_dict)

@@ -108,17 +108,12 @@ def test_generated_tasks_are_not_labelled_as_hub_datasets():
 
 
 def test_trainer_card_records_the_noise_table_size_the_run_used(tmp_path):
-    from types import SimpleNamespace
-
     from hf_es.es import NoiseTable
-    from hf_es.trainer.publishing import _recorded_hyperparameters
+    from hf_es.trainer.publishing import recorded_hyperparameters
 
     args = ESConfig(output_dir=str(tmp_path / "run"), report_to="none")
     assert args.noise_table_size is None  # automatic: sized to the model when the centre is built
-    trainer = SimpleNamespace(args=args, backend=SimpleNamespace(centre=SimpleNamespace(noise=NoiseTable(size=2**22))))
-    assert _recorded_hyperparameters(trainer)["noise_table_size"] == 2**22
-    explicit = SimpleNamespace(
-        args=ESConfig(output_dir=str(tmp_path / "r2"), report_to="none", noise_table_size=2**23)
-    )
-    explicit.backend = trainer.backend
-    assert _recorded_hyperparameters(explicit)["noise_table_size"] == 2**23
+    noise = NoiseTable(size=2**22)
+    assert recorded_hyperparameters(args, noise)["noise_table_size"] == 2**22
+    explicit = ESConfig(output_dir=str(tmp_path / "r2"), report_to="none", noise_table_size=2**23)
+    assert recorded_hyperparameters(explicit, noise)["noise_table_size"] == 2**23
