@@ -232,7 +232,7 @@ def write_model_card(
     ...     base_model="Qwen/Qwen2.5-1.5B-Instruct",
     ...     hyperparameters=trainer.args.to_dict(),
     ...     log_history=trainer.state.log_history,
-    ...     run=RunRecord.from_trainer(trainer),
+    ...     run=RunRecord.from_run(reward_funcs=trainer.reward_func_names, log_history=trainer.state.log_history),
     ... )
     ```
     """

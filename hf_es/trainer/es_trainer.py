@@ -35,6 +35,7 @@ from ..es import (
 )
 from ..evaluation import evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, TransformersGenerationBackend
+from ..model_card import RunFacts
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
 from .adapters import ScheduleOnlyOptimizer, load_model, prepare_evolved_parameters
@@ -81,6 +82,9 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             see [`~hf_es.trainer.adapters`].
         generation_backend ([`GenerationBackend`], *optional*): Defaults to transformers `generate`, or vLLM with
             `args.use_vllm`.
+        run_facts ([`~hf_es.model_card.RunFacts`], *optional*, keyword-only): What the model card records beyond the
+            arguments: the task description (`hf_es.tasks.describe_task`), the checkpoint training started from and
+            the dataset name of its lineage stage. The positional arguments are those of TRL's `GRPOTrainer`.
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
@@ -98,6 +102,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         optimizers: tuple[Any, Any] = (None, None),
         peft_config: Any = None,
         generation_backend: GenerationBackend | None = None,
+        *,
+        run_facts: RunFacts | None = None,
     ):
         if isinstance(model, (str, os.PathLike)):  # one resolution for every entry point (hf_es.models)
             model = resolve_model_name_or_path(model)
@@ -137,6 +143,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             eval_dataset=eval_dataset,
             processing_class=processing_class,
             callbacks=callbacks,
+            run_facts=run_facts,
         )
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)

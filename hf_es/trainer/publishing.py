@@ -17,6 +17,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, describe_hub_error, push_checkpoint
 from ..model_card.lineage import training_lineage, write_lineage
+from ..model_card.run_record import RunFacts
 from ..models import base_model_id
 from .adapters import drift_weights
 from .checkpoint_files import ES_MASTER_NAME
@@ -50,14 +51,21 @@ def recorded_hyperparameters(args: Any, noise: Any = None) -> dict[str, Any]:
 
 class PublishingMixin:
     """Card and Hub overrides for [`ESTrainer`]; placed before `transformers.Trainer` in its bases, and relying on
-    the trainer's `args`, `state`, `backend`, `model`, `base_model_id` and `_total_generated_tokens`."""
+    the trainer's `args`, `state`, `backend`, `model`, `train_dataset`, `reward_func_names`, `base_model_id` and
+    `_total_generated_tokens`.
+
+    Args:
+        run_facts ([`~hf_es.model_card.RunFacts`], *optional*, keyword-only): What the card records beyond the
+            arguments (task description, starting checkpoint, dataset name); the other arguments go to the next class.
+    """
 
     hub_push_retries: int = 3
     """Retries of a failed Hub push (after the first attempt) before giving up."""
     hub_push_backoff_s: float = 2.0
     """Wait before the first retry of a failed Hub push; doubles after each failure."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, run_facts: RunFacts | None = None, **kwargs: Any):
+        self.run_facts = run_facts if run_facts is not None else RunFacts()
         # (global_step, drift) of the last card: the saves of one step share one drift computation.
         self._drift_cache: tuple[int, DriftReport | None] | None = None
         super().__init__(*args, **kwargs)
@@ -77,11 +85,26 @@ class PublishingMixin:
     def _write_model_card(
         self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None
     ) -> None:
-        """Writes the model card (with reward curve, drift and lineage) and `hf_es_lineage.json` into `output_dir`."""
+        """Writes the model card (with reward curve, drift and lineage) and `hf_es_lineage.json` into `output_dir`;
+        `dataset_name` defaults to `run_facts.dataset_name`."""
         from ..model_card import RunRecord, write_model_card
 
+        facts = self.run_facts
+        dataset_name = dataset_name if dataset_name is not None else facts.dataset_name
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
-        lineage = training_lineage(self.base_model_id, self.state.global_step, dataset_name)
+        lineage = training_lineage(facts.source or self.base_model_id, self.state.global_step, dataset_name)
+        dataset = self.train_dataset
+        example = (
+            dataset[0].get("prompt") if dataset is not None and hasattr(dataset, "__len__") and len(dataset) else None
+        )
+        run = RunRecord.from_run(
+            task=facts.task,
+            reward_funcs=self.reward_func_names,
+            reward_weights=self.args.reward_weights,
+            example_prompt=example,
+            max_new_tokens=self.args.max_completion_length,
+            log_history=self.state.log_history,
+        )
         write_model_card(
             output_dir,
             base_model=lineage[0].get("model") or base_model_id(self.base_model_id),
@@ -94,7 +117,7 @@ class PublishingMixin:
             datasets=[dataset_name] if dataset_name else None,
             hardware=f"{device} x {self.accelerator.num_processes} process(es)",
             total_generated_tokens=self._total_generated_tokens,
-            run=RunRecord.from_trainer(self),
+            run=run,
             model_name=model_name,
             repo_id=self.args.hub_model_id,
             secrets=[self.args.hub_token] if self.args.hub_token else (),

@@ -117,3 +117,38 @@ def test_trainer_card_records_the_noise_table_size_the_run_used(tmp_path):
     assert recorded_hyperparameters(args, noise)["noise_table_size"] == 2**22
     explicit = ESConfig(output_dir=str(tmp_path / "r2"), report_to="none", noise_table_size=2**23)
     assert recorded_hyperparameters(explicit, noise)["noise_table_size"] == 2**23
+
+
+def test_run_facts_given_to_the_trainer_reach_its_card_and_lineage(tmp_path):
+    import json
+
+    from utils import make_args, prompt_dataset, target_token_reward, tiny_llama, tiny_tokenizer
+
+    from hf_es import ESTrainer
+    from hf_es.model_card import RunFacts
+    from hf_es.model_card.lineage import write_lineage
+
+    source = tmp_path / "stage1"  # an earlier stage's output, with its own lineage
+    source.mkdir()
+    earlier = [{"method": "GRPO", "model": BASE, "steps": 5, "dataset": "arithmetic"}]
+    write_lineage(str(source), earlier)
+    facts = RunFacts(task=describe_task(TaskArguments(), seed=0), source=str(source), dataset_name="arithmetic")
+    trainer = ESTrainer(
+        tiny_llama(),
+        target_token_reward,
+        make_args(tmp_path, model_card_drift=False),
+        prompt_dataset(4),
+        processing_class=tiny_tokenizer(),
+        run_facts=facts,
+    )
+    trainer.save_model()
+    out = tmp_path / "out"
+    card = (out / "README.md").read_text()
+    assert "generated locally by `hf_es.data.load_arithmetic`" in card  # the task description
+    assert f"base_model: {BASE}" in card  # the root of the lineage the run continued
+    lineage = json.loads((out / "hf_es_lineage.json").read_text())
+    assert lineage == [*earlier, {"method": "ES", "model": str(source), "steps": 0, "dataset": "arithmetic"}]
+    plain = ESTrainer(
+        tiny_llama(), target_token_reward, make_args(tmp_path / "plain"), processing_class=tiny_tokenizer()
+    )
+    assert plain.run_facts == RunFacts()  # nothing told: no task section, the lineage starts from the given model
