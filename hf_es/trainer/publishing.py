@@ -7,17 +7,20 @@ What ESTrainer writes for people and the Hub besides the weights: the model card
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from transformers import TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..hub import PUSH_ALLOW_PATTERNS, HubPushError, describe_hub_error, push_checkpoint
+from ..model_card import RunFacts, RunRecord, write_model_card
 from ..model_card.lineage import training_lineage, write_lineage
-from ..model_card.run_record import RunFacts
 from ..models import base_model_id
 from .adapters import drift_weights
 from .checkpoint_files import ES_MASTER_NAME
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HUB_ROOT_IGNORE", "PublishingMixin", "recorded_hyperparameters"]
+__all__ = ["HUB_ROOT_IGNORE", "PublishingMixin", "method_fields", "recorded_hyperparameters"]
 
 HUB_ROOT_IGNORE = ("_*", f"{PREFIX_CHECKPOINT_DIR}-*", "runs/*", ES_MASTER_NAME)
 """Not pushed to the repo root: checkpoint and staging folders, TensorBoard runs, the fp32 master (resume-only)."""
@@ -47,6 +50,14 @@ def recorded_hyperparameters(args: Any, noise: Any = None) -> dict[str, Any]:
     if hyperparameters.get("noise_table_size") is None and getattr(noise, "size", None) is not None:
         hyperparameters["noise_table_size"] = noise.size
     return hyperparameters
+
+
+@functools.cache
+def method_fields(config_class: type) -> frozenset[str]:
+    """The fields `config_class` (e.g. [`ESConfig`]: ES, generation, reward and vLLM settings) adds to
+    `TrainingArguments`: the card lists them with the Trainer fields that apply."""
+    inherited = {field.name for field in dataclasses.fields(TrainingArguments)}
+    return frozenset(field.name for field in dataclasses.fields(config_class) if field.name not in inherited)
 
 
 class PublishingMixin:
@@ -87,8 +98,6 @@ class PublishingMixin:
     ) -> None:
         """Writes the model card (with reward curve, drift and lineage) and `hf_es_lineage.json` into `output_dir`;
         `dataset_name` defaults to `run_facts.dataset_name`."""
-        from ..model_card import RunRecord, write_model_card
-
         facts = self.run_facts
         dataset_name = dataset_name if dataset_name is not None else facts.dataset_name
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
@@ -109,6 +118,7 @@ class PublishingMixin:
             output_dir,
             base_model=lineage[0].get("model") or base_model_id(self.base_model_id),
             lineage=lineage if len(lineage) > 1 else None,
+            method_fields=method_fields(type(self.args)),
             hyperparameters=recorded_hyperparameters(
                 self.args, getattr(getattr(self.backend, "centre", None), "noise", None)
             ),

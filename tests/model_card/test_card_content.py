@@ -66,8 +66,11 @@ def test_card_records_task_rewards_command_and_scores(tmp_path, monkeypatch):
 
 
 def test_card_lists_es_and_applicable_trainer_fields_only(tmp_path, monkeypatch):
+    from hf_es.trainer.publishing import method_fields
+
     run, hyperparameters = arithmetic_run(tmp_path, monkeypatch)
-    text = str(build_model_card(base_model=BASE, hyperparameters=hyperparameters, run=run))
+    fields = method_fields(ESConfig)  # what ESTrainer passes
+    text = str(build_model_card(base_model=BASE, hyperparameters=hyperparameters, method_fields=fields, run=run))
     for optimizer_field in (
         "adam_beta1",
         "adam_epsilon",
