@@ -15,7 +15,7 @@ from trl import ModelConfig
 
 from hf_es import ESConfig, ESTrainer
 from hf_es.cli import ScriptArgumentParser, training_help_sections
-from hf_es.model_card import plot_reward_curve
+from hf_es.model_card import RunFacts, plot_reward_curve
 from hf_es.rewards import reward_functions
 from hf_es.tasks import TaskArguments, apply_model_config, describe_task, load_task
 from hf_es.trainer.es_config import check_no_grpo_only_fields
@@ -48,8 +48,8 @@ def main(task_args: TaskArguments, training_args: ESConfig, model_args: ModelCon
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
+        run_facts=RunFacts(task=describe_task(task_args, seed=training_args.seed)),  # recorded in the model card
     )
-    trainer.task_description = describe_task(task_args, seed=training_args.seed)  # recorded in the model card
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if eval_dataset is not None:
         trainer.evaluate()

@@ -33,14 +33,14 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig
 from hf_es.cli import ScriptArgumentParser, training_help_sections
 from hf_es.evaluation import evaluate_rewards
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend
-from hf_es.model_card import plot_reward_curve
+from hf_es.model_card import RunFacts, plot_reward_curve
 from hf_es.model_card.lineage import training_lineage, write_lineage
 from hf_es.model_card.sections import lineage_text
 from hf_es.prompts import prompt_texts
 from hf_es.rewards import reward_functions
 from hf_es.scoring import reward_weights_tensor, score_completions
 from hf_es.tasks import TaskArguments, apply_model_config, load_task
-from hf_es.trainer.utils import write_redacted_training_args
+from hf_es.trainer.checkpoint_files import write_redacted_training_args
 
 
 @dataclass
@@ -62,9 +62,16 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose `evaluate` is `ESTrainer.evaluate`'s protocol (one completion per prompt, same sampling,
     same reward aggregation, same metric names), so that ES and GRPO evaluation numbers are directly comparable."""
 
-    def __init__(self, *args: Any, eval_arguments: GRPOEvalArguments | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        eval_arguments: GRPOEvalArguments | None = None,
+        run_facts: RunFacts | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.eval_arguments = eval_arguments or GRPOEvalArguments()
+        self.run_facts = run_facts  # the card's lineage: the starting checkpoint and the dataset name
         self._shared_reward_weights = reward_weights_tensor(self.args.reward_weights, len(self.reward_funcs))
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
@@ -73,9 +80,8 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None) -> None:
         """Writes TRL's model card plus the hf_es lineage into `args.output_dir` (called on checkpoints and pushes)."""
-        source = getattr(self, "hf_es_source", None)
-        if source is not None and self.is_world_process_zero():
-            write_grpo_card(self, *source)
+        if self.run_facts is not None and self.is_world_process_zero():
+            write_grpo_card(self, self.run_facts.source, self.run_facts.dataset_name)
 
     def evaluate(
         self,
@@ -143,14 +149,14 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
         return metrics
 
 
-def write_grpo_card(trainer: GRPOTrainer, model_path: str, task_args: TaskArguments) -> list[dict[str, Any]]:
+def write_grpo_card(trainer: GRPOTrainer, model_path: str, dataset_name: str | None) -> list[dict[str, Any]]:
     """Writes TRL's GRPO model card with the hf_es lineage section, `hf_es_lineage.json` and `log_history.json` into
     `trainer.args.output_dir`.
 
     Args:
         trainer: The GRPO trainer (after training).
         model_path: The checkpoint training started from (its `hf_es_lineage.json`, if any, is continued).
-        task_args: The task, recorded as the stage's dataset.
+        dataset_name: The task, recorded as the stage's dataset.
 
     Returns:
         The lineage: the earlier stages read from `model_path`, then this GRPO stage.
@@ -158,7 +164,7 @@ def write_grpo_card(trainer: GRPOTrainer, model_path: str, task_args: TaskArgume
     from huggingface_hub import ModelCard
 
     output_dir = trainer.args.output_dir
-    lineage = training_lineage(model_path, trainer.state.global_step, task_args.dataset_name, method="GRPO")
+    lineage = training_lineage(model_path, trainer.state.global_step, dataset_name, method="GRPO")
     GRPOTrainer.create_model_card(trainer, model_name=os.path.basename(os.path.normpath(output_dir)))
     card_path = os.path.join(output_dir, "README.md")
     card = ModelCard.load(card_path)
@@ -195,14 +201,14 @@ def main(
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         eval_arguments=eval_args,
+        run_facts=RunFacts(source=model_path, dataset_name=task_args.dataset_name),
     )
-    trainer.hf_es_source = (model_path, task_args)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     if eval_dataset is not None:
         trainer.evaluate()
     trainer.save_model(training_args.output_dir)
     if trainer.is_world_process_zero():
-        write_grpo_card(trainer, model_path, task_args)
+        write_grpo_card(trainer, model_path, task_args.dataset_name)
         curve = plot_reward_curve(
             trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png")
         )

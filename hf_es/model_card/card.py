@@ -11,7 +11,7 @@ import dataclasses
 import math
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +93,7 @@ def build_model_card(
     *,
     base_model: str,
     hyperparameters: Mapping[str, Any] | None = None,
+    method_fields: Collection[str] = (),
     log_history: Sequence[Mapping[str, Any]] | None = None,
     run: RunRecord | None = None,
     drift: DriftReport | None = None,
@@ -121,8 +122,10 @@ def build_model_card(
     Args:
         base_model: Hub id (or path) of the model training started from.
         hyperparameters: Training arguments, e.g. `ESConfig.to_dict()`. The ES ones go in the main table; the other
-            ES fields and the Trainer fields that apply to ES in a collapsed table; the rest (optimizer, epochs,
-            ...) and credentials are left out.
+            `method_fields` and the Trainer fields that apply to ES in a collapsed table; the rest (optimizer,
+            epochs, ...) and credentials are left out.
+        method_fields: The argument names the training method adds to `TrainingArguments` (ESTrainer passes
+            `ESConfig`'s own fields).
         log_history: `TrainerState.log_history`.
         run: The [`RunRecord`]: task, reward functions and weights, command, base vs final scores, example prompt.
         drift: Drift from the base model, shown as tables.
@@ -168,7 +171,7 @@ def build_model_card(
         model_name=model_name,
         eval_results=model_index(rows) or None,
     )
-    es_rows, other_rows = sections.hyperparameter_rows(hyperparameters)
+    es_rows, other_rows = sections.hyperparameter_rows(hyperparameters, method_fields)
     card = ModelCard.from_template(
         card_data,
         template_path=str(template_path or model_card_template_path()),
@@ -217,8 +220,8 @@ def write_model_card(
         eval_checkpoint: Which checkpoint of the evaluation JSON is this model; by default the one whose path or
             folder name matches `output_dir`, else the last one.
         secrets: Strings that must never be written (pass `args.hub_token`).
-        **card_kwargs: The other arguments of [`build_model_card`] (`base_model`, `hyperparameters`, `run`,
-            `eval_results`, `lineage`, `hardware`, `repo_id`, ...).
+        **card_kwargs: The other arguments of [`build_model_card`] (`base_model`, `hyperparameters`,
+            `method_fields`, `run`, `eval_results`, `lineage`, `hardware`, `repo_id`, ...).
 
     Returns:
         The card that was saved to `output_dir/README.md`.
@@ -232,7 +235,7 @@ def write_model_card(
     ...     base_model="Qwen/Qwen2.5-1.5B-Instruct",
     ...     hyperparameters=trainer.args.to_dict(),
     ...     log_history=trainer.state.log_history,
-    ...     run=RunRecord.from_trainer(trainer),
+    ...     run=RunRecord.from_run(reward_funcs=trainer.reward_func_names, log_history=trainer.state.log_history),
     ... )
     ```
     """

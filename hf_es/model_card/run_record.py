@@ -1,4 +1,8 @@
-"""What a training run was, as the model card records it: task, rewards and weights, command, base and final scores."""
+"""What a training run was, as the model card records it: task, rewards and weights, command, base and final scores.
+
+[`RunFacts`] are the facts a trainer cannot read from its own arguments (the task description, the checkpoint it
+started from), passed to it at construction; [`RunRecord`] is what the card shows, collected by the trainer.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunRecord", "base_and_final_metrics", "recipe_of_command"]
+__all__ = ["RunFacts", "RunRecord", "base_and_final_metrics", "recipe_of_command"]
 
 # Evaluation entries that describe the evaluation itself rather than the model.
 _NOT_SCORES = ("_runtime", "_samples_per_second", "_steps_per_second")
@@ -49,6 +53,25 @@ def recipe_of_command(command: Sequence[str]) -> tuple[str | None, str | None]:
     return None, None
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What a trainer cannot read from its own arguments about the run: passed in at construction
+    (`ESTrainer(..., run_facts=RunFacts(...))`, keyword-only) and recorded in its model card and lineage.
+
+    Attributes:
+        task: What the model is trained on, as [`hf_es.tasks.describe_task`] returns it (the card's task section);
+            `None` when the trainer is given a dataset directly.
+        source: The checkpoint training starts from, whose `hf_es_lineage.json` the run continues; `None`: the model
+            the trainer was given.
+        dataset_name: The task recorded as the run's stage in the lineage (and in the card's `datasets`); `None`:
+            only the `dataset_name` given to `push_to_hub` / `create_model_card`, if any.
+    """
+
+    task: Mapping[str, Any] | None = None
+    source: str | None = None
+    dataset_name: str | None = None
+
+
 @dataclass
 class RunRecord:
     """The facts of a run the model card reports, beyond the training arguments.
@@ -84,33 +107,36 @@ class RunRecord:
         return list(self.reward_weights) if self.reward_weights else [1.0] * len(self.reward_funcs)
 
     @classmethod
-    def from_trainer(
-        cls, trainer: Any, *, task: Mapping[str, Any] | None = None, command: Sequence[str] | None = None
+    def from_run(
+        cls,
+        *,
+        task: Mapping[str, Any] | None = None,
+        reward_funcs: Sequence[str] = (),
+        reward_weights: Sequence[float] | None = None,
+        example_prompt: Any = None,
+        max_new_tokens: int | None = None,
+        log_history: Sequence[Mapping[str, Any]] = (),
+        command: Sequence[str] | None = None,
     ) -> RunRecord:
-        """Collects the record from a trainer (an `ESTrainer`, or any `Trainer` with `reward_func_names`).
+        """The record of a run: the given facts, plus the command's recipe and the base and final scores.
 
         Args:
-            trainer: The trainer; its `task_description` attribute (set by `scripts/train_es.py` from
-                [`hf_es.tasks.describe_task`]) is used when `task` is not given.
-            task: The task description.
+            task, reward_funcs, reward_weights, example_prompt, max_new_tokens: See the attributes.
+            log_history: `TrainerState.log_history`, for the base and final evaluation metrics.
             command: The command line (defaults to `sys.argv`).
         """
         command = list(sys.argv if command is None else command)
         recipe_path, recipe = recipe_of_command(command)
-        dataset = trainer.train_dataset
-        example = (
-            dataset[0].get("prompt") if dataset is not None and hasattr(dataset, "__len__") and len(dataset) else None
-        )
-        base, final, final_step = base_and_final_metrics(trainer.state.log_history)
+        base, final, final_step = base_and_final_metrics(log_history)
         return cls(
-            task=task if task is not None else getattr(trainer, "task_description", None),
-            reward_funcs=list(getattr(trainer, "reward_func_names", [])),
-            reward_weights=getattr(trainer.args, "reward_weights", None),
+            task=task,
+            reward_funcs=list(reward_funcs),
+            reward_weights=reward_weights,
             command=command,
             recipe_path=recipe_path,
             recipe=recipe,
-            example_prompt=example,
-            max_new_tokens=getattr(trainer.args, "max_completion_length", None),
+            example_prompt=example_prompt,
+            max_new_tokens=max_new_tokens,
             base_metrics=base,
             final_metrics=final,
             final_step=final_step,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import json
 import pprint
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from .run_record import RunRecord
@@ -74,19 +73,6 @@ APPLICABLE_TRAINER_FIELDS: tuple[str, ...] = (
 _UNUSED_ES_FIELDS = {"max_grad_norm", "save_only_model", "remove_unused_columns"}
 
 
-@functools.cache
-def _es_field_names() -> frozenset[str]:
-    """The fields `ESConfig` adds to `TrainingArguments` (ES, generation, reward and vLLM settings)."""
-    import dataclasses
-
-    from transformers import TrainingArguments
-
-    from ..trainer.es_config import ESConfig
-
-    inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
-    return frozenset(f.name for f in dataclasses.fields(ESConfig) if f.name not in inherited)
-
-
 def fmt_value(value: Any) -> str:
     """A value as a Markdown table cell."""
     if isinstance(value, float):
@@ -95,16 +81,24 @@ def fmt_value(value: Any) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def hyperparameter_rows(hyperparameters: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(main ES table rows, other ES and applicable Trainer argument rows); optimizer, epoch and other Trainer fields
-    that ES ignores are left out."""
+def hyperparameter_rows(
+    hyperparameters: Mapping[str, Any], method_fields: Collection[str] = ()
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(main ES table rows, other method and applicable Trainer argument rows); optimizer, epoch and other Trainer
+    fields that ES ignores are left out.
+
+    Args:
+        hyperparameters: The run's arguments (`args.to_dict()`).
+        method_fields: The argument names the training method adds to `TrainingArguments` (ESTrainer passes
+            `ESConfig`'s own fields); shown with [`APPLICABLE_TRAINER_FIELDS`] in the second table.
+    """
     main = [
         (label, fmt_value(hyperparameters[key]))
         for key, label in ES_HYPERPARAMETERS
         if hyperparameters.get(key) is not None
     ]
     shown = {key for key, _ in ES_HYPERPARAMETERS} | _UNUSED_ES_FIELDS
-    applicable = (_es_field_names() | set(APPLICABLE_TRAINER_FIELDS)) - shown
+    applicable = (set(method_fields) | set(APPLICABLE_TRAINER_FIELDS)) - shown
     other = [
         (key, fmt_value(value))
         for key, value in sorted(hyperparameters.items())

@@ -35,6 +35,7 @@ from ..es import (
 )
 from ..evaluation import evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, make_backend
+from ..model_card import RunFacts
 from ..models import resolve_model_name_or_path
 from ..prompts import fit_prompts, format_prompts
 from ..scoring import (
@@ -108,6 +109,9 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             [`refuse_grpo_only_arguments`] for what to use instead.
         generation_backend ([`GenerationBackend`], *optional*): Defaults to the engine named by
             `args.backend_name` (transformers `generate`, or vLLM with `args.use_vllm`).
+        run_facts ([`~hf_es.model_card.RunFacts`], *optional*, keyword-only): What the model card records beyond the
+            arguments: the task description (`hf_es.tasks.describe_task`), the checkpoint training started from and
+            the dataset name of its lineage stage. The positional arguments are those of TRL's `GRPOTrainer`.
     """
 
     _tag_names = ["hf_es", "evolution-strategies"]
@@ -129,6 +133,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
         rollout_func: Any = None,
         environment_factory: Any = None,
         generation_backend: GenerationBackend | None = None,
+        *,
+        run_facts: RunFacts | None = None,
     ):
         if isinstance(model, (str, os.PathLike)):  # one resolution for every entry point (hf_es.models)
             model = resolve_model_name_or_path(model)
@@ -180,6 +186,7 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
             eval_dataset=eval_dataset,
             processing_class=processing_class,
             callbacks=callbacks,
+            run_facts=run_facts,
         )
         self.sampling = SamplingConfig.from_args(args)
         self.fitness_shaping = get_fitness_shaping(args.fitness_shaping)

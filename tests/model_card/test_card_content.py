@@ -66,8 +66,11 @@ def test_card_records_task_rewards_command_and_scores(tmp_path, monkeypatch):
 
 
 def test_card_lists_es_and_applicable_trainer_fields_only(tmp_path, monkeypatch):
+    from hf_es.trainer.publishing import method_fields
+
     run, hyperparameters = arithmetic_run(tmp_path, monkeypatch)
-    text = str(build_model_card(base_model=BASE, hyperparameters=hyperparameters, run=run))
+    fields = method_fields(ESConfig)  # what ESTrainer passes
+    text = str(build_model_card(base_model=BASE, hyperparameters=hyperparameters, method_fields=fields, run=run))
     for optimizer_field in (
         "adam_beta1",
         "adam_epsilon",
@@ -108,17 +111,47 @@ def test_generated_tasks_are_not_labelled_as_hub_datasets():
 
 
 def test_trainer_card_records_the_noise_table_size_the_run_used(tmp_path):
-    from types import SimpleNamespace
-
     from hf_es.es import NoiseTable
-    from hf_es.trainer.publishing import _recorded_hyperparameters
+    from hf_es.trainer.publishing import recorded_hyperparameters
 
     args = ESConfig(output_dir=str(tmp_path / "run"), report_to="none")
     assert args.noise_table_size is None  # automatic: sized to the model when the centre is built
-    trainer = SimpleNamespace(args=args, backend=SimpleNamespace(centre=SimpleNamespace(noise=NoiseTable(size=2**22))))
-    assert _recorded_hyperparameters(trainer)["noise_table_size"] == 2**22
-    explicit = SimpleNamespace(
-        args=ESConfig(output_dir=str(tmp_path / "r2"), report_to="none", noise_table_size=2**23)
+    noise = NoiseTable(size=2**22)
+    assert recorded_hyperparameters(args, noise)["noise_table_size"] == 2**22
+    explicit = ESConfig(output_dir=str(tmp_path / "r2"), report_to="none", noise_table_size=2**23)
+    assert recorded_hyperparameters(explicit, noise)["noise_table_size"] == 2**23
+
+
+def test_run_facts_given_to_the_trainer_reach_its_card_and_lineage(tmp_path):
+    import json
+
+    from utils import make_args, prompt_dataset, target_token_reward, tiny_llama, tiny_tokenizer
+
+    from hf_es import ESTrainer
+    from hf_es.model_card import RunFacts
+    from hf_es.model_card.lineage import write_lineage
+
+    source = tmp_path / "stage1"  # an earlier stage's output, with its own lineage
+    source.mkdir()
+    earlier = [{"method": "GRPO", "model": BASE, "steps": 5, "dataset": "arithmetic"}]
+    write_lineage(str(source), earlier)
+    facts = RunFacts(task=describe_task(TaskArguments(), seed=0), source=str(source), dataset_name="arithmetic")
+    trainer = ESTrainer(
+        tiny_llama(),
+        target_token_reward,
+        make_args(tmp_path, model_card_drift=False),
+        prompt_dataset(4),
+        processing_class=tiny_tokenizer(),
+        run_facts=facts,
     )
-    explicit.backend = trainer.backend
-    assert _recorded_hyperparameters(explicit)["noise_table_size"] == 2**23
+    trainer.save_model()
+    out = tmp_path / "out"
+    card = (out / "README.md").read_text()
+    assert "generated locally by `hf_es.data.load_arithmetic`" in card  # the task description
+    assert f"base_model: {BASE}" in card  # the root of the lineage the run continued
+    lineage = json.loads((out / "hf_es_lineage.json").read_text())
+    assert lineage == [*earlier, {"method": "ES", "model": str(source), "steps": 0, "dataset": "arithmetic"}]
+    plain = ESTrainer(
+        tiny_llama(), target_token_reward, make_args(tmp_path / "plain"), processing_class=tiny_tokenizer()
+    )
+    assert plain.run_facts == RunFacts()  # nothing told: no task section, the lineage starts from the given model

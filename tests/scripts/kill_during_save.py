@@ -64,7 +64,7 @@ def die() -> None:
 def install_kill(point: str, trainer: ESTrainer) -> None:
     from transformers.trainer_callback import TrainerState
 
-    from hf_es.trainer import checkpointing
+    from hf_es.trainer import checkpoint_files
 
     def at_kill_step() -> bool:
         return trainer.state.global_step == KILL_STEP
@@ -88,9 +88,9 @@ def install_kill(point: str, trainer: ESTrainer) -> None:
     elif point == "after_es_state":  # everything but trainer_state.json
         wrap(TrainerState, "save_to_json")
     elif point == "before_rename":  # complete staging folder, not renamed yet
-        wrap(checkpointing, "commit_checkpoint")
+        wrap(checkpoint_files, "commit_checkpoint")
     elif point == "after_rename":  # new checkpoint in place, old one not rotated away yet
-        wrap(checkpointing, "rotate_checkpoints")
+        wrap(checkpoint_files, "rotate_checkpoints")
     elif point == "mid_rotation":  # the old checkpoint half deleted
         original_rmtree = shutil.rmtree
 

@@ -1,4 +1,4 @@
-"""`hf_es.trainer.checkpointing`: atomic commit, rotation, completeness and ES state, on plain folders."""
+"""`hf_es.trainer.checkpoint_files`: atomic commit, rotation, completeness and ES state, on plain folders."""
 
 import json
 import os
@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from hf_es.trainer import checkpointing as ckpt
+from hf_es.trainer import checkpoint_files as ckpt
 
 
 def complete_checkpoint(path, step=1):

@@ -19,7 +19,7 @@ from utils import TESTS_DIR, make_args, make_trainer, prompt_dataset, target_tok
 
 from hf_es import ESTrainer, RewardFunctionError
 from hf_es.rewards import countdown_reward
-from hf_es.trainer.checkpointing import checkpoint_problem, latest_complete_checkpoint
+from hf_es.trainer.checkpoint_files import checkpoint_problem, latest_complete_checkpoint
 
 SCRIPTS = os.path.join(TESTS_DIR, "scripts")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE", "TOKENIZERS_PARALLELISM": "false"}

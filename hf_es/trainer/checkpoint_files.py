@@ -1,13 +1,14 @@
-"""Crash-safe checkpoints and the ES state that makes a resume exact.
+"""Checkpoint files: crash-safe folders and the ES state that makes a resume exact (a leaf: plain arguments only).
 
-A checkpoint is written into a staging folder (`_tmp-checkpoint-N`, matched neither by Trainer's `checkpoint-*` glob
-nor pushed to the Hub), every file is fsynced, and the folder is renamed to `checkpoint-N` in one atomic step
-([`commit_checkpoint`]): a crash leaves either the complete new checkpoint or none. Old checkpoints are renamed out of
-the `checkpoint-N` namespace before they are deleted ([`rotate_checkpoints`]). [`checkpoint_problem`] says why a
-folder cannot be resumed from; [`latest_complete_checkpoint`] skips incomplete ones.
+A checkpoint is written into a staging folder ([`staging_dir`]: `_tmp-checkpoint-N`, matched neither by Trainer's
+`checkpoint-*` glob nor pushed to the Hub), every file is fsynced, and the folder is renamed to `checkpoint-N` in one
+atomic step ([`commit_checkpoint`]): a crash leaves either the complete new checkpoint or none. Old checkpoints are
+renamed out of the `checkpoint-N` namespace before they are deleted ([`rotate_checkpoints`]). [`checkpoint_problem`]
+says why a folder cannot be resumed from; [`latest_complete_checkpoint`] skips incomplete ones.
 
 The ES state is `es_state.json` (step, the settings a resume must share, token count) and, when the model is not fp32,
-`es_master.safetensors`: the fp32 centre that the model's low-precision weights round.
+`es_master.safetensors`: the fp32 centre that the model's low-precision weights round ([`save_es_state`],
+[`load_es_state`]). `CheckpointingMixin` (`saving.py`) calls these from its `Trainer` overrides.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_callback import ExportableState
+from transformers.trainer import TRAINER_STATE_NAME, TRAINING_ARGS_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -40,13 +40,11 @@ __all__ = [
     "load_es_state",
     "remove_stale_staging",
     "resolve_resume_checkpoint",
-    "save_checkpoint_staged",
-    "restore_centre_state",
     "resume_settings",
-    "save_centre_state",
     "rotate_checkpoints",
     "save_es_state",
     "staging_dir",
+    "write_redacted_training_args",
 ]
 
 ES_MASTER_NAME = "es_master.safetensors"
@@ -244,85 +242,10 @@ def load_es_state(checkpoint: str) -> tuple[dict[str, Any], dict[str, torch.Tens
     return state, master
 
 
-def save_centre_state(
-    output_dir: str, centre: Any, args: Any, fields: Mapping[str, Any], include_master: bool
-) -> None:
-    """[`save_es_state`] for a generation backend's centre: the fp32 master is written when the live weights are not
-    fp32 and `include_master` (checkpoints), and recorded as omitted otherwise (final saves)."""
-    needs_master = not all(live.dtype == torch.float32 for live in centre.parameters.values())
-    master = centre.state_dict() if needs_master and include_master else None
-    state = {**fields, **resume_settings(args)}
-    save_es_state(output_dir, state, master, master_omitted=needs_master and not include_master)
-
-
-def restore_centre_state(
-    checkpoint: str, backend: Any, args: Any, init_centre: Callable[[Any], Any] | None = None
-) -> dict[str, Any]:
-    """Loads a checkpoint's ES state into `backend`'s centre (the fp32 master, or the model weights Trainer loaded),
-    checks it is finite, warns about settings that differ from `args`, and returns the `es_state.json` fields.
-    `init_centre(noise)` re-snapshots the loaded weights (default: `backend.init_centre`)."""
-    state, master = load_es_state(checkpoint)
-    if master is not None:
-        backend.load_centre(master)
-    else:  # the model weights Trainer loaded are the centre (exact for an fp32 model)
-        (init_centre or backend.init_centre)(backend.centre.noise)
-        if state.get("fp32_master_omitted"):
-            logger.warning(f"{checkpoint} has no fp32 master (a final save): the resume starts from rounded weights.")
-    bad = [name for name, tensor in backend.centre.master.items() if not torch.isfinite(tensor).all()]
-    if bad:
-        raise ValueError(
-            f"Checkpoint {checkpoint} holds non-finite weights (e.g. {bad[:3]}); resume from an earlier one."
-        )
-    now = resume_settings(args)
-    changed = {name: (state[name], now[name]) for name in now if name in state and state[name] != now[name]}
-    if changed:
-        logger.warning(
-            f"Resuming from {checkpoint} with different settings (checkpoint, now): {changed}; the run will not "
-            "reproduce an uninterrupted one."
-        )
-    return state
-
-
-def save_checkpoint_staged(trainer: Any, trial: Any = None) -> None:
-    """`ESTrainer._save_checkpoint`: `Trainer._save_checkpoint`'s steps (transformers 5.24), staged. Writes the
-    model, the ES state (with the fp32 master: exact resume) and `trainer_state.json` into `_tmp-checkpoint-N`, renames
-    it to `checkpoint-N` ([`commit_checkpoint`]), then pushes and rotates: a crash at any point leaves either the
-    complete new checkpoint or none (the previous one is then the latest).
-
-    Args:
-        trainer ([`ESTrainer`]): The trainer whose state is saved.
-        trial (*optional*): The hyperparameter-search trial, as `Trainer` passes it.
-    """
-    from .publishing import push_checkpoint_folder  # publishing imports this module
-
-    args, state = trainer.args, trainer.state
-    if trainer.hp_search_backend is None and trial is None:
-        trainer.store_flos()
-    run_dir = trainer._get_output_dir(trial=trial)
-    step = state.global_step
-    final_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{step}")
-    staging = staging_dir(run_dir, step)
-    if args.should_save:
-        remove_stale_staging(run_dir)
-    trainer.save_model(staging, _internal_call=True)
-    if args.should_save:
-        trainer._save_es_state(staging, include_master=True)
-    if state.best_global_step:
-        best_dir = os.path.join(run_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.best_global_step}")
-        if state.best_global_step == step or os.path.exists(best_dir):
-            state.best_model_checkpoint = best_dir
-    if args.should_save:
-        for callback in trainer.callback_handler.callbacks + [trainer.control]:
-            if isinstance(callback, ExportableState):
-                key, callback_state = callback.__class__.__name__, callback.state()
-                if isinstance(state.stateful_callbacks.get(key), list):
-                    state.stateful_callbacks[key].append(callback_state)
-                else:
-                    state.stateful_callbacks[key] = callback_state
-        state.save_to_json(os.path.join(staging, TRAINER_STATE_NAME))
-        commit_checkpoint(staging, final_dir)
-    trainer.accelerator.wait_for_everyone()
-    if args.push_to_hub:
-        push_checkpoint_folder(trainer, final_dir)
-    if args.should_save:
-        rotate_checkpoints(run_dir, args.save_total_limit, state.best_model_checkpoint)
+def write_redacted_training_args(output_dir: str, args: Any) -> None:
+    """Replaces `Trainer`'s pickled `training_args.bin` (which holds the Hub token) with redacted JSON."""
+    pickled = os.path.join(output_dir, TRAINING_ARGS_NAME)
+    if os.path.isfile(pickled):
+        os.remove(pickled)
+    with open(os.path.join(output_dir, "training_args.json"), "w") as f:
+        f.write(args.to_json_string())
