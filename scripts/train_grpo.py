@@ -4,86 +4,13 @@
     accelerate launch --config_file accelerate_configs/deepspeed_zero2.yaml scripts/train_grpo.py \
         --config recipes/qwen2.5-1.5b-instruct_gsm8k_grpo.yaml
 
-Any `GRPOConfig`, `ModelConfig` or `TaskArguments` field can be set in the YAML or overridden on the command line.
-The task fields (`dataset_name`, `reward_funcs`, `system_prompt`, ...) are those of `scripts/train_es.py`, read by
-the same `hf_es.tasks` registry, so an ES run and a GRPO run on the same task see identical prompts and golds and are
-scored by identical reward functions. Training logs keep TRL's names (`reward`, `reward_std`,
-`rewards/<fn>/mean`, `completions/mean_length`, ...), which `ESTrainer` also uses.
-
-Evaluation is the one `ESTrainer` runs: every evaluation prompt is answered once by the current weights at
-`eval_temperature` (greedy by default), scored by the same reward functions, and logged as `eval_reward`,
-`eval_rewards/<fn>/mean` and `eval_completions/mean_length`. (GRPOTrainer's own evaluation would sample
-`num_generations` completions at the training temperature, which is not what the ES side reports.)
-
-The output folder gets the weights, tokenizer, `reward_curve.png`, TRL's model card plus the training lineage
-(`hf_es_lineage.json`: each stage's method, starting checkpoint and number of updates, so that ES->GRPO and GRPO->ES
-compositions are traceable) and `log_history.json`.
+The command line of `hf_es.recipes.train_grpo` (also `python -m hf_es.recipes.train_grpo`, from an installed
+package); the trainer and its card are `hf_es.grpo`.
 """
 
-from __future__ import annotations
+from hf_es.recipes.train_grpo import build_parser, main
 
-import os
-
-from trl import GRPOConfig, ModelConfig
-
-from hf_es.cli import ScriptArgumentParser, training_help_sections
-from hf_es.grpo import GRPOEvalArguments, SharedEvalGRPOTrainer, write_grpo_card
-from hf_es.model_card import plot_reward_curve
-from hf_es.tasks import TaskArguments, apply_model_config, load_task, reward_functions
-
-
-def main(
-    task_args: TaskArguments,
-    training_args: GRPOConfig,
-    model_args: ModelConfig,
-    eval_args: GRPOEvalArguments | None = None,
-) -> SharedEvalGRPOTrainer:
-    """Trains with GRPO on the recipe's task; returns the trainer."""
-    model_path = apply_model_config(model_args, training_args)
-
-    train_dataset, eval_dataset = load_task(task_args, seed=training_args.seed)
-    trainer = SharedEvalGRPOTrainer(
-        model=model_path,
-        reward_funcs=reward_functions(task_args.reward_funcs),
-        args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
-        eval_arguments=eval_args,
-    )
-    trainer.hf_es_source = (model_path, task_args)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    if eval_dataset is not None:
-        trainer.evaluate()
-    trainer.save_model(training_args.output_dir)
-    if trainer.is_world_process_zero():
-        write_grpo_card(trainer, model_path, task_args)
-        curve = plot_reward_curve(
-            trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png")
-        )
-        evals = [entry["eval_reward"] for entry in trainer.state.log_history if "eval_reward" in entry]
-        if len(evals) >= 2:
-            print(f"eval_reward: {evals[0]:.4f} at start -> {evals[-1]:.4f} at the end ({len(evals)} evaluations)")
-        print(f"Saved the model to {training_args.output_dir} and the reward curve to {curve}")
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=task_args.dataset_name)
-    return trainer
-
-
-def build_parser() -> ScriptArgumentParser:
-    """The command line of this script: recipe fields of `TaskArguments`, `GRPOConfig`, `ModelConfig` and
-    `GRPOEvalArguments`."""
-    return ScriptArgumentParser(
-        (TaskArguments, GRPOConfig, ModelConfig, GRPOEvalArguments),
-        description="The GRPO baseline: TRL's GRPOTrainer on the data, rewards and evaluation of train_es.py.",
-        help_sections=training_help_sections(
-            "GRPO",
-            ["learning_rate", "beta", "loss_type", "epsilon", "scale_rewards"],
-            extra={"Evaluation (as ESTrainer)": ["eval_temperature", "eval_max_completion_length"]},
-        ),
-        examples=["accelerate launch scripts/train_grpo.py --config recipes/smollm2_cpu_arithmetic_grpo.yaml"],
-        required=["model_name_or_path"],
-    )
-
+__all__ = ["build_parser", "main"]
 
 if __name__ == "__main__":
     main(*build_parser().parse_args_and_config())

@@ -109,7 +109,7 @@ def test_kappa_pair_limits():
 
 
 def test_sweep_summary_picks_the_smallest_n_within_tolerance():
-    import sweep
+    from hf_es.recipes import sweep
 
     results = [
         {"population_size": n, "sigma": 1e-3, "final": value}
@@ -127,10 +127,10 @@ def test_sweep_summary_picks_the_smallest_n_within_tolerance():
 
 
 def test_every_recipe_parses_with_its_script():
-    from train_grpo import GRPOEvalArguments
     from trl import GRPOConfig, ModelConfig, TrlParser
 
     from hf_es import ESConfig
+    from hf_es.grpo import GRPOEvalArguments
     from hf_es.tasks import TaskArguments
 
     recipes = sorted(glob.glob(os.path.join(ROOT, "recipes", "*.yaml")))
@@ -207,9 +207,8 @@ def test_composition_second_stage_starts_from_first_stage_weights(tmp_path):
     """Both orders, one update per stage. Stage 1 trains (with enough sampling diversity that it really moves);
     stage 2 runs with learning rate 0, so its saved weights are exactly what it loaded: equal checksums show that
     it started from stage 1's checkpoint and not from the base model."""
-    import compose
-
     from hf_es.models import prepare_smollm2
+    from hf_es.recipes import compose
 
     base = compose.weights_checksum(prepare_smollm2())
     moving = " --max_completion_length 10 --temperature 0.7"  # sampled rewards differ, so stage 1 updates

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from ..recipes.compose import stage_command
 from .plan import ReproductionPlan
 
 __all__ = ["plan_commands"]
@@ -14,14 +15,12 @@ __all__ = ["plan_commands"]
 def _stage_command(
     plan: ReproductionPlan, method: str, steps: int, output_dir: str, init_from: str | None, extra: str
 ) -> str:
-    # The command line `scripts/compose.py:run_stage` runs for one stage (the pipeline's own training path).
+    # The command line `hf_es.recipes.compose.run_stage` runs for one stage (the pipeline's own training path).
     launcher = plan.es_launcher if method == "es" else plan.grpo_launcher
     recipe = plan.es_recipe if method == "es" else plan.grpo_recipe
-    script = f"scripts/train_{method}.py"
-    parts = [launcher, script, "--config", _relative(recipe), "--max_steps", str(steps), "--output_dir", output_dir]
-    if init_from is not None:
-        parts += ["--model_name_or_path", init_from]
-    return " ".join(parts[:1] + [shlex.quote(p) for p in parts[1:]]) + (f" {extra}" if extra else "")
+    return shlex.join(
+        stage_command(method, _relative(recipe), steps, output_dir, init_from, shlex.split(launcher), extra)
+    )
 
 
 def _relative(path: str) -> str:
