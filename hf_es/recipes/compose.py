@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from ..cli import SimpleArgumentParser
+from ..cli import SimpleArgumentParser, resolve_recipe
 
 __all__ = ["ORDERS", "STAGE_MODULES", "compose", "main", "run_stage", "stage_command", "weights_checksum"]
 
@@ -78,8 +78,8 @@ def weights_checksum(folder: str | os.PathLike, dtype: str = "float32") -> str:
     return digest.hexdigest()
 
 
-def _recipe_max_steps(path: str) -> int | None:
-    with open(path) as f:
+def _recipe_max_steps(recipe: str) -> int | None:
+    with open(resolve_recipe(recipe)) as f:
         value = (yaml.safe_load(f) or {}).get("max_steps")
     return int(value) if value is not None and int(value) > 0 else None
 

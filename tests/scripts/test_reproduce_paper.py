@@ -57,7 +57,7 @@ def test_paper_scale_writes_the_gpu_commands_of_every_stage(tmp_path):
     es_full = [line for line in train_lines if "hf_es.recipes.train_es" in line and "--max_steps 234" in line]
     assert len(es_full) == len(plan.seeds)
     assert all("accelerate launch --config_file accelerate_configs/multi_gpu.yaml" in line for line in es_full)
-    assert all("recipes/qwen2.5-1.5b-instruct_gsm8k_es.yaml" in line for line in es_full)
+    assert all("--config qwen2.5-1.5b-instruct_gsm8k_es.yaml " in line for line in es_full)  # a shipped recipe
     assert all("--save_steps 117" in line for line in es_full)
     grpo_second = [line for line in train_lines if "hf_es.recipes.train_grpo" in line and "--max_steps 117" in line]
     assert {re.search(r"--model_name_or_path (\S+)", line)[1] for line in grpo_second} == {
