@@ -20,22 +20,55 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
+from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
 from trl import TrlParser
 
 __all__ = [
+    "RECIPES",
     "USAGE_ERROR",
     "ScriptArgumentParser",
     "SimpleArgumentParser",
     "closest_name",
     "print_each_log_line_once",
+    "recipe_name",
+    "resolve_recipe",
     "training_help_sections",
 ]
 
 USAGE_ERROR = 2  # argparse's and the shells' convention for "wrong usage"
 RECIPES_DIR = "recipes"
+#: The YAML recipes shipped with the package (package data, so an installed wheel has them; a checkout's top-level
+#: `recipes/` links here).
+RECIPES = Path(str(resources.files("hf_es") / "recipes" / "configs"))
+
+
+def resolve_recipe(config: str) -> str:
+    """A `--config` value as a file path: an existing path as given, else the shipped recipe it names.
+
+    A shipped recipe is named with or without `.yaml` (`smollm2_cpu_arithmetic`), or as a checkout's
+    `recipes/<name>.yaml`, so the same command works in a checkout and with an installed package.
+
+    Args:
+        config: A path or a recipe name.
+
+    Returns:
+        The path to read; `config` itself when it names nothing (the caller reports it as not found).
+    """
+    path = Path(config)
+    if path.exists() or path.parent not in (Path("."), Path(RECIPES_DIR)):
+        return config
+    shipped = RECIPES / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    return str(shipped) if shipped.is_file() else config
+
+
+def recipe_name(path: str) -> str:
+    """How a command line names a recipe: a shipped one by its file name (valid in any working directory, see
+    [`resolve_recipe`]), any other by its path."""
+    return Path(path).name if Path(path).resolve().parent == RECIPES.resolve() else path
 
 
 def closest_name(name: str, candidates: Iterable[str]) -> str | None:
@@ -245,7 +278,7 @@ class ScriptArgumentParser(_ConventionsMixin, TrlParser):
         lines.append("Every field can be set in the recipe or overridden on the command line.")
         lines += [
             "",
-            "  --config RECIPE.yaml   TRL-style YAML recipe of field values (e.g. recipes/<model>_<task>.yaml).",
+            "  --config RECIPE.yaml   TRL-style YAML recipe of field values: a path, or a shipped recipe's name.",
         ]
         actions = {action.dest: action for action in self._actions}
         for title, names in self.help_sections.items():
@@ -302,9 +335,11 @@ class ScriptArgumentParser(_ConventionsMixin, TrlParser):
         index = args.index("--config")
         if index + 1 >= len(args) or args[index + 1].startswith("--"):
             self.error(f"--config needs a recipe path, e.g. --config {RECIPES_DIR}/<recipe>.yaml")
-        path = args[index + 1]
+        path = args[index + 1] = resolve_recipe(args[index + 1])  # TRL then reads the resolved path
         if not os.path.exists(path):
-            self.error(f"config file not found: {path} (recipes are in {_recipes_dir()}/)")
+            guess = closest_name(Path(path).stem, [recipe.stem for recipe in RECIPES.glob("*.yaml")])
+            hint = f"did you mean {guess}? " if guess else ""
+            self.error(f"config file not found: {path} ({hint}recipes are in {_recipes_dir()}/)")
         if not os.path.isfile(path):
             self.error(f"--config {path} is not a file: give a YAML recipe (recipes are in {_recipes_dir()}/)")
         try:
@@ -331,12 +366,12 @@ class ScriptArgumentParser(_ConventionsMixin, TrlParser):
 
 
 def _recipes_dir() -> str:
-    """`recipes/` of the hf_es checkout, relative to the working directory when it is below it."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), RECIPES_DIR)
-    if not os.path.isdir(path):
+    """Where the shipped recipes are: `recipes` in a checkout's root (its link to them), else their folder, relative
+    to the working directory when it is below it."""
+    if os.path.isdir(RECIPES_DIR) and os.path.samefile(RECIPES_DIR, RECIPES):
         return RECIPES_DIR
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
+    relative = os.path.relpath(RECIPES)
+    return str(RECIPES) if relative.startswith("..") else relative
 
 
 def _split_config_equals(arg: str) -> list[str]:

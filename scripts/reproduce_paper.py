@@ -31,6 +31,7 @@ if (_REPO_ROOT / "hf_es").is_dir() and str(_REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(_REPO_ROOT))
 
 from hf_es.cli import SimpleArgumentParser  # noqa: E402
+from hf_es.recipes.compose import run_stage  # noqa: E402
 from hf_es.reproduce import Pipeline, build_report, get_plan  # noqa: E402
 from hf_es.reproduce.commands import plan_commands  # noqa: E402
 
@@ -57,14 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     add("--report_only", action="store_true", help="Only rebuild report.md from the finished stages.")
     add("--no_progress", action="store_true", help="No progress bars (log lines only).")
     return parser
-
-
-def _train_stage(*args, **kwargs):
-    """`scripts/compose.py:run_stage`: one training stage as a subprocess of its script, output streamed."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from compose import run_stage
-
-    return run_stage(*args, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_only:
         logger.info("Wrote %s", build_report(output_dir, plan))
         return 0
-    pipeline = Pipeline(plan, output_dir, train_fn=None if args.skip_training else _train_stage,
+    pipeline = Pipeline(plan, output_dir, train_fn=None if args.skip_training else run_stage,
                         show_progress=not args.no_progress)  # fmt: skip
     try:
         pipeline.check_plan()

@@ -109,7 +109,7 @@ def test_kappa_pair_limits():
 
 
 def test_sweep_summary_picks_the_smallest_n_within_tolerance():
-    import sweep
+    from hf_es.recipes import sweep
 
     results = [
         {"population_size": n, "sigma": 1e-3, "final": value}
@@ -127,10 +127,10 @@ def test_sweep_summary_picks_the_smallest_n_within_tolerance():
 
 
 def test_every_recipe_parses_with_its_script():
-    from train_grpo import GRPOEvalArguments
     from trl import GRPOConfig, ModelConfig, TrlParser
 
     from hf_es import ESConfig
+    from hf_es.grpo import GRPOEvalArguments
     from hf_es.tasks import TaskArguments
 
     recipes = sorted(glob.glob(os.path.join(ROOT, "recipes", "*.yaml")))
@@ -208,9 +208,8 @@ def test_composition_second_stage_starts_from_first_stage_weights(tmp_path):
     """Both orders, one update per stage. Stage 1 trains (with enough sampling diversity that it really moves);
     stage 2 runs with learning rate 0, so its saved weights are exactly what it loaded: equal checksums show that
     it started from stage 1's checkpoint and not from the base model."""
-    import compose
-
     from hf_es.models import prepare_smollm2
+    from hf_es.recipes import compose
 
     base = compose.weights_checksum(prepare_smollm2())
     moving = " --max_completion_length 10 --temperature 0.7"  # sampled rewards differ, so stage 1 updates
@@ -306,3 +305,46 @@ def test_estimator_diagnostic_runs_on_the_bundled_model(tmp_path):
     assert {r["objective"] for r in report["results"]} == set(estimator_diagnostic.OBJECTIVES)
     fixed = next(r for r in report["results"] if r["objective"] == "fixed_target")
     assert len(fixed["plus"]) == 3 and all(v < 0 for v in fixed["plus"] + fixed["minus"])  # log-probs
+
+
+@pytest.mark.slow
+def test_installed_package_runs_a_shipped_recipe_outside_the_checkout(tmp_path):
+    """`pip install .` (not editable) into a folder outside the checkout, then `scripts/train_es.py --config <name>`
+    copied elsewhere and run from elsewhere: hf_es, the recipe and the model card template all come from the install."""
+    import shutil
+
+    source = tmp_path / "source"  # pip builds in the source tree; a copy keeps build/ and *.egg-info out of ROOT
+    shutil.copytree(
+        ROOT,
+        source,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv*", "__pycache__", "build", "*.egg-info", "outputs", "runs"),
+    )
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--quiet"]
+    subprocess.run([*pip, "--target", str(site), str(source)], check=True, capture_output=True, timeout=600)
+    shutil.rmtree(source)
+    for shipped in ("hf_es/recipes/configs/smollm2_cpu_arithmetic.yaml", "hf_es/templates/model_card.md"):
+        assert (site / shipped).is_file(), shipped
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = shutil.copy(os.path.join(SCRIPTS, "train_es.py"), elsewhere / "train_es.py")
+    env = {**ENV, "PYTHONPATH": str(site)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import hf_es.recipes.train_es as m; print(m.__file__)"],
+        env=env, cwd=elsewhere, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.strip() == str(site / "hf_es" / "recipes" / "train_es.py")
+    out = tmp_path / "run"
+    tiny = "--max_steps 1 --population_size 2 --output_dir"
+    proc = subprocess.run(
+        [sys.executable, script, "--config", "smollm2_cpu_arithmetic", *TINY_ES.split(), *tiny.split(), str(out)],
+        env=env, cwd=elsewhere, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"Saved the model to {out}" in proc.stdout
+    state = json.loads((out / "es_state.json").read_text())
+    assert state["global_step"] == 1 and state["population_size"] == 2
+    card = (out / "README.md").read_text()
+    assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card

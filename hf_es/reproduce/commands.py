@@ -4,8 +4,9 @@ paper`): either the whole pipeline on one node, or every training stage as its o
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
+from ..cli import recipe_name
+from ..recipes.compose import stage_command
 from .plan import ReproductionPlan
 
 __all__ = ["plan_commands"]
@@ -14,21 +15,12 @@ __all__ = ["plan_commands"]
 def _stage_command(
     plan: ReproductionPlan, method: str, steps: int, output_dir: str, init_from: str | None, extra: str
 ) -> str:
-    # The command line `scripts/compose.py:run_stage` runs for one stage (the pipeline's own training path).
+    # The command line `hf_es.recipes.compose.run_stage` runs for one stage (the pipeline's own training path).
     launcher = plan.es_launcher if method == "es" else plan.grpo_launcher
     recipe = plan.es_recipe if method == "es" else plan.grpo_recipe
-    script = f"scripts/train_{method}.py"
-    parts = [launcher, script, "--config", _relative(recipe), "--max_steps", str(steps), "--output_dir", output_dir]
-    if init_from is not None:
-        parts += ["--model_name_or_path", init_from]
-    return " ".join(parts[:1] + [shlex.quote(p) for p in parts[1:]]) + (f" {extra}" if extra else "")
-
-
-def _relative(path: str) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path(__file__).resolve().parents[2]))
-    except ValueError:
-        return path
+    return shlex.join(
+        stage_command(method, recipe_name(recipe), steps, output_dir, init_from, shlex.split(launcher), extra)
+    )
 
 
 def plan_commands(plan: ReproductionPlan, output_dir: str) -> str:
@@ -46,7 +38,7 @@ def plan_commands(plan: ReproductionPlan, output_dir: str) -> str:
         f"# {plan.total_steps} updates per checkpoint, seeds {list(plan.seeds)}; M={plan.num_samples} at "
         f"T={plan.temperature}, up to {plan.max_new_tokens} new tokens.",
         *([f"# Updates per checkpoint: {plan.total_steps_source}."] if plan.total_steps_source else []),
-        "# Run from the root of the hf_es repository (recipes and accelerate configs are relative paths).",
+        "# Run from the root of the hf_es repository (the accelerate configs are relative paths).",
         "set -euo pipefail",
         "",
         "# Option A: everything on one GPU node (resumable: re-run the same command after an interruption).",

@@ -39,7 +39,7 @@ logger = logging.getLogger("hf_es.reproduce")
 
 TrainFn = Callable[..., dict[str, Any]]
 """`train_fn(method, recipe, steps, output_dir, init_from, launcher, extra_args) -> dict` (as
-`scripts/compose.py:run_stage`): runs one training stage and saves its model to `output_dir`."""
+[`hf_es.recipes.compose.run_stage`]): runs one training stage and saves its model to `output_dir`."""
 
 
 def write_json(path: Path, data: Any) -> Path:

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cli import RECIPES
 from ..tasks import get_task
 
 __all__ = ["METHODS", "PAPER_REFERENCE", "SCALES", "ReproductionPlan", "TaskSpec", "TrainingRun", "get_plan"]
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 #: Methods in report order: label, and the training method of each of its (at most two) stages.
 METHODS: dict[str, tuple[str, tuple[str, ...]]] = {

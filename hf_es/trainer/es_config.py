@@ -377,6 +377,15 @@ class ESConfig(TrainingArguments):
                 setattr(self, name, json.loads(value))
         super().__post_init__()
         self._resolve_generation_backend()
+        self.validate_es_fields()
+
+    def validate_es_fields(self) -> None:
+        """Checks the ES fields (`__post_init__` does; call it again after changing them on a built config, as a
+        sweep does for each setting).
+
+        Raises:
+            ValueError: Naming the first invalid field and what it must be.
+        """
         self._validate_es_fields()
         self._validate_perturbation_fields()
         self._validate_placement_fields()

@@ -49,15 +49,17 @@ def test_paper_scale_writes_the_gpu_commands_of_every_stage(tmp_path):
     assert result.returncode == 0, result.stderr
     commands = (tmp_path / "paper_easy_commands.sh").read_text()
     plan = get_plan("paper-easy")
-    train_lines = [line for line in commands.splitlines() if "scripts/train_" in line and not line.startswith("#")]
+    train_lines = [
+        line for line in commands.splitlines() if "-m hf_es.recipes.train_" in line and not line.startswith("#")
+    ]
     # per seed: ES and GRPO (234 updates) and the second stage of each composition (117 updates)
     assert len(train_lines) == 4 * len(plan.seeds)
-    es_full = [line for line in train_lines if "train_es.py" in line and "--max_steps 234" in line]
+    es_full = [line for line in train_lines if "hf_es.recipes.train_es" in line and "--max_steps 234" in line]
     assert len(es_full) == len(plan.seeds)
     assert all("accelerate launch --config_file accelerate_configs/multi_gpu.yaml" in line for line in es_full)
-    assert all("recipes/qwen2.5-1.5b-instruct_gsm8k_es.yaml" in line for line in es_full)
+    assert all("--config qwen2.5-1.5b-instruct_gsm8k_es.yaml " in line for line in es_full)  # a shipped recipe
     assert all("--save_steps 117" in line for line in es_full)
-    grpo_second = [line for line in train_lines if "train_grpo.py" in line and "--max_steps 117" in line]
+    grpo_second = [line for line in train_lines if "hf_es.recipes.train_grpo" in line and "--max_steps 117" in line]
     assert {re.search(r"--model_name_or_path (\S+)", line)[1] for line in grpo_second} == {
         f"{tmp_path}/train/es_s{seed}/checkpoint-117" for seed in plan.seeds
     }
