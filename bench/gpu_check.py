@@ -513,14 +513,11 @@ def check_low_rank_vs_full_rank(model, args) -> dict[str, Any]:
     noise = make_noise_source("table", table_size=None, num_parameters=sum(t.numel() for t in original.values()))
     try:
         for side in ("full", "low_rank"):
-            if side == "full":
-                backend.init_centre(noise)
-            else:
-                backend.init_low_rank_centre(noise, rank=1)
+            backend.init_centre(noise, perturbation=side, rank=1)
             calls.clear()
 
             def step():
-                results = backend.generate_members(members, prompts, sampling, SIGMA)
+                results = list(backend.generate_members(members, prompts, sampling, SIGMA))
                 backend.apply_update([m.seed for m in members], coefficients, 1.0)
                 return results
 

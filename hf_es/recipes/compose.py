@@ -143,9 +143,7 @@ def run_stage(
         launcher_argv = [sys.executable]
     command = stage_command(method, recipe, steps, output_dir, init_from, launcher_argv, extra_args)
     # The stage imports the hf_es this process runs (a checkout or an install), whatever its working directory.
-    import hf_es
-
-    package_root = str(Path(hf_es.__file__).resolve().parent.parent)  # a checkout, or site-packages
+    package_root = str(Path(__file__).resolve().parents[2])  # hf_es/recipes/compose.py -> a checkout, or site-packages
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     print(f"[compose] {method.upper()} stage: {shlex.join(command)}", flush=True)
     process = subprocess.Popen(

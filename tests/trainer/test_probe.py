@@ -55,7 +55,7 @@ def test_a_backend_whose_live_weights_are_a_detached_copy_stops_naming_the_group
 
 def test_groups_a_low_rank_centre_does_not_perturb_are_skipped_not_failed():
     backend = TransformersGenerationBackend(tiny_llama(), tiny_tokenizer())
-    backend.init_low_rank_centre(NOISE, rank=1, non_matrix_noise="none")
+    backend.init_centre(NOISE, perturbation="low_rank", rank=1, non_matrix_noise="none")
     probe = check_perturbations_land(backend)
     assert probe.skipped == ["norms"] and probe.forwards == 1 + 2 * 3
 
