@@ -94,10 +94,11 @@ class PublishingMixin:
         return self._drift_cache[1]
 
     def _write_model_card(
-        self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None
+        self, output_dir: str, model_name: str | None = None, dataset_name: str | None = None, **metadata: Any
     ) -> None:
         """Writes the model card (with reward curve, drift and lineage) and `hf_es_lineage.json` into `output_dir`;
-        `dataset_name` defaults to `run_facts.dataset_name`."""
+        `dataset_name` defaults to `run_facts.dataset_name`; `metadata` (`tags`, `language`, `license`) goes into
+        the card's header."""
         facts = self.run_facts
         dataset_name = dataset_name if dataset_name is not None else facts.dataset_name
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
@@ -131,15 +132,48 @@ class PublishingMixin:
             model_name=model_name,
             repo_id=self.args.hub_model_id,
             secrets=[self.args.hub_token] if self.args.hub_token else (),
+            **metadata,
         )
         write_lineage(output_dir, lineage)
 
-    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, **kwargs) -> None:
-        """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`)."""
+    def create_model_card(
+        self,
+        model_name: str | None = None,
+        dataset_name: str | None = None,
+        tags: str | list[str] | None = None,
+        language: str | None = None,
+        license: str | None = None,
+        dataset: str | list[str] | None = None,
+        **ignored: Any,
+    ) -> None:
+        """Writes the hf_es model card into `args.output_dir` (called by `push_to_hub`, whose keyword arguments
+        arrive here, as in TRL).
+
+        Args:
+            model_name: The card's title (default: the output folder's name).
+            dataset_name: The training dataset (TRL's argument), recorded in the card and the lineage.
+            tags: Extra Hub tags, added to hf_es's own (TRL's and `Trainer`'s argument).
+            language, license: Card metadata (`Trainer`'s arguments).
+            dataset: `Trainer`'s name for the dataset(s), used when `dataset_name` is not given.
+            **ignored: `Trainer`'s other card arguments (`finetuned_from`, `tasks`, `dataset_tags`,
+                `dataset_args`): the card states the base model and the task from the run itself.
+        """
         # No super(): Trainer's card is a `TrainingSummary` of optimizer settings; the hf_es card (run record, ES
         # hyper-parameters, drift, lineage) replaces it. Checked against transformers 5.24.
+        if ignored:
+            logger.info(
+                f"Model card: {sorted(ignored)} not used (the card records the run's own base model and task)."
+            )
+        if dataset_name is None and dataset is not None:
+            dataset_name = dataset if isinstance(dataset, str) else ", ".join(dataset)
+        metadata = {"tags": [tags] if isinstance(tags, str) else tags, "language": language, "license": license}
         if self.is_world_process_zero():
-            self._write_model_card(self.args.output_dir, model_name=model_name, dataset_name=dataset_name)
+            self._write_model_card(
+                self.args.output_dir,
+                model_name=model_name,
+                dataset_name=dataset_name,
+                **{key: value for key, value in metadata.items() if value is not None},
+            )
 
     def init_hf_repo(self, token: str | None = None, private: bool | None = None) -> None:
         """Creates `args.hub_model_id` (or a repo named after `output_dir`) as `Trainer.init_hf_repo` does, with a

@@ -76,3 +76,18 @@ def test_signature_test_fails_on_an_unhandled_argument(monkeypatch):
     monkeypatch.setattr(trl.GRPOTrainer, "__init__", grpo_init)
     with pytest.raises(AssertionError):
         test_every_grpo_trainer_argument_is_accepted_in_the_same_order()
+
+
+def test_every_model_card_keyword_of_trl_and_trainer_is_accepted_and_used(tmp_path):
+    """`push_to_hub(**kwargs)` passes its keywords to `create_model_card`, in TRL as in `Trainer`."""
+    from huggingface_hub import ModelCard
+
+    keywords = set(_parameters(trl.GRPOTrainer.create_model_card)) | set(_parameters(Trainer.create_model_card))
+    trainer = make_trainer(tmp_path)
+    trainer.create_model_card(**{name: None for name in keywords})  # every name accepted
+    trainer.create_model_card(model_name="my-es-model", dataset_name="my/dataset", tags="my-tag", license="mit")
+    card = ModelCard.load(tmp_path / "out" / "README.md")
+    assert "my-tag" in card.data.tags and "hf_es" in card.data.tags
+    assert card.data.license == "mit"
+    assert "my/dataset" in (card.data.datasets or [])
+    assert "my-es-model" in card.text
