@@ -17,7 +17,7 @@ from dataclasses import asdict
 from datetime import date
 from types import ModuleType
 
-from . import es_step, latency, low_rank, memory, noise, peft, scaling
+from . import es_step, latency, low_rank, memory, noise, peft, reward_model, scaling
 from .targets import compare, exit_status
 from .targets import markdown as verdict_table
 
@@ -32,6 +32,7 @@ BENCHES: dict[str, ModuleType] = {
     "scaling": scaling,
     "low_rank": low_rank,
     "latency": latency,
+    "reward_model": reward_model,
 }
 
 
