@@ -28,14 +28,16 @@ def reward_func_name(func: Any) -> str:
 
 
 def check_reward_funcs(reward_funcs: RewardFunc | Sequence[RewardFunc] | None) -> list[RewardFunc]:
-    """The reward functions as a non-empty list of callables, or a clear error."""
+    """The reward functions as a non-empty list of callables, or a clear error (reward models given by name are
+    loaded before, by [`hf_es.scoring.reward_model.resolve_reward_models`])."""
     funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     if reward_funcs is None or not funcs:
         raise ValueError("ESTrainer needs at least one reward function (reward_funcs=...).")
     for func in funcs:
         if isinstance(func, str):
-            raise NotImplementedError(
-                f"Reward model {func!r}: reward models given by name are not supported yet; pass a callable."
+            raise TypeError(
+                f"Reward model {func!r} given by name: load it with "
+                "hf_es.scoring.reward_model.resolve_reward_models(reward_funcs) first (ESTrainer does)."
             )
         if not callable(func):
             raise TypeError(f"Reward functions must be callables, got {type(func).__name__}.")

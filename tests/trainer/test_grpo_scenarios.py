@@ -540,19 +540,36 @@ def test_init_minimal(tmp_path, tiny_model_id, monkeypatch):
     assert trainer.args.output_dir.endswith("-ES")
 
 
-def test_reward_model_by_name_is_refused(tmp_path, tiny_model_id):
-    # TRL's test_train_multiple_mixed_reward_funcs mixes a function and a reward model given by name. ESTrainer has no
-    # reward models yet: it refuses them at construction with a message saying what to pass instead.
+@pytest.fixture(scope="module")
+def tiny_reward_model_id(tmp_path_factory):
+    """A local tiny random one-logit sequence-classification model: stands in for TRL's tiny Hub reward model."""
+    from transformers import LlamaForSequenceClassification
+
+    path = tmp_path_factory.mktemp("tiny-LlamaForSequenceClassification")
+    LlamaForSequenceClassification(tiny_llama(seed=5, num_labels=1).config).save_pretrained(path)
+    tiny_tokenizer().save_pretrained(path)
+    return str(path)
+
+
+def test_train_multiple_mixed_reward_funcs(tmp_path, tiny_model_id, tiny_reward_model_id):
+    # TRL's test_train_multiple_mixed_reward_funcs: a reward function and a reward model given by name.
     dataset = load_dataset("trl-internal-testing/zen", "standard_prompt_only", split="train")
-    with pytest.raises(
-        NotImplementedError, match="reward models given by name are not supported yet; pass a callable"
-    ):
-        ESTrainer(
-            model=tiny_model_id,
-            reward_funcs=[reward_len, "trl-internal-testing/tiny-Qwen2ForSequenceClassification-2.5"],
-            args=make_training_args(tmp_path),
-            train_dataset=dataset,
-        )
+    trainer = ESTrainer(
+        model=tiny_model_id,
+        reward_funcs=[reward_len, tiny_reward_model_id],
+        args=make_training_args(tmp_path),
+        train_dataset=dataset,
+    )
+    previous_trainable_params = {n: param.clone() for n, param in trainer.model.named_parameters()}
+
+    trainer.train()
+
+    assert trainer.state.log_history[-1]["train_loss"] is not None
+    assert_all_params_changed(previous_trainable_params, trainer)
+    assert_es_step_logged(trainer)
+    model_reward = f"rewards/{trainer.reward_func_names[1]}/mean"
+    for entry in trainer.state.log_history[:-1]:  # unweighted: the total is the sum of the two means
+        assert entry["reward"] == pytest.approx(entry["rewards/reward_len/mean"] + entry[model_reward])
 
 
 @pytest.mark.parametrize(
