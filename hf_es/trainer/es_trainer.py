@@ -4,8 +4,9 @@ One step, as in the paper: lay out N members (seeded directions), evaluate this 
 step's shared mini-batch (perturb in place, generate, score), exchange only the N rewards, shape them, and apply the
 identical update on every process. The trainer is the `transformers.Trainer` adapter: it reuses the loop, callbacks,
 logging and saving, and replaces the optimizer with the ES update (no backward pass). The pieces live next to it:
-prompts in [`hf_es.prompts`], scoring in `scoring.py`, the step record in `step_record.py`, data order in
-`sampling.py`, checkpoints in `checkpointing.py` / `saving.py`, card and Hub pushes in `publishing.py` / [`hf_es.hub`].
+prompts in [`hf_es.prompts`], scoring in [`hf_es.scoring`], the step record in `step_record.py`, data order in
+`sampling.py`, checkpoints in `checkpoint_files.py` / `saving.py`, card and Hub pushes in `publishing.py` /
+[`hf_es.hub`], evaluation in [`hf_es.evaluation.RewardEvaluationMixin`].
 """
 
 from __future__ import annotations
