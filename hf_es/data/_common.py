@@ -79,9 +79,9 @@ def load_source(
     *,
     split: str,
     hub_id: str,
-    hub_config: str | None,
     packaged_name: str,
-    offline: bool | None,
+    hub_config: str | None = None,
+    offline: bool | None = None,
 ) -> Dataset:
     """Loads raw rows from a local path, the Hub, or the packaged copy.
 
@@ -93,9 +93,9 @@ def load_source(
         name_or_path (`str` or `os.PathLike`): Hub dataset id or local path.
         split (`str`): split name.
         hub_id (`str`): the canonical Hub id whose data is shipped in the package.
-        hub_config (`str` or `None`): Hub config name.
         packaged_name (`str`): folder under [`PACKAGED_DATA_DIR`].
-        offline (`bool` or `None`): never contact the Hub.
+        hub_config (`str`, *optional*): Hub config name.
+        offline (`bool`, *optional*): never contact the Hub; `None` follows `HF_HUB_OFFLINE`/`HF_DATASETS_OFFLINE`.
 
     Returns:
         `datasets.Dataset`: the raw rows.
@@ -159,13 +159,28 @@ def finalize(
     to_user_text: Callable[[dict], str],
     to_solution: Callable[[dict], Any],
     system_prompt: str | None,
-    instruction: str | None,
-    conversational: bool,
-    num_samples: int | None,
-    seed: int | None,
+    instruction: str | None = None,
+    conversational: bool = True,
+    num_samples: int | None = None,
+    seed: int | None = None,
     extra: Callable[[dict], dict] | None = None,
 ) -> Dataset:
-    """Subsamples `ds` and adds the `prompt` and `solution` columns."""
+    """Subsamples `ds` and adds the `prompt` and `solution` columns.
+
+    Args:
+        ds: The raw rows.
+        to_user_text: Row -> the problem text of its user message.
+        to_solution: Row -> the `solution` column.
+        system_prompt: System message (`None` omits it).
+        instruction: Text appended to each problem.
+        conversational: `prompt` as chat messages; `False` joins them into one string.
+        num_samples: Keep this many rows (after shuffling with `seed` if given); `None` keeps all.
+        seed: Shuffle seed for `num_samples`.
+        extra: Row -> further columns.
+
+    Returns:
+        `datasets.Dataset` with `prompt`, `solution` and the original (and `extra`) columns.
+    """
     if num_samples is not None:
         if seed is not None:
             ds = ds.shuffle(seed=seed)

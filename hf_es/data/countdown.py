@@ -210,8 +210,5 @@ def load_countdown(
         to_user_text=lambda row: instruction.format(nums=list(row["nums"]), target=row["target"]),
         to_solution=lambda row: row["solution"],
         system_prompt=system_prompt,
-        instruction=None,
         conversational=conversational,
-        num_samples=None,
-        seed=None,
     )

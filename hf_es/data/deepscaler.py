@@ -36,16 +36,12 @@ def load_deepscaler(
     Returns:
         `datasets.Dataset` with `prompt` (chat messages), `solution` (the final answer) and the original columns.
     """
-    rows = load_source(
-        name_or_path, split=split, hub_id=DEEPSCALER_HUB_ID, hub_config=None, packaged_name="deepscaler", offline=None
-    )
+    rows = load_source(name_or_path, split=split, hub_id=DEEPSCALER_HUB_ID, packaged_name="deepscaler")
     return finalize(
         rows,
         to_user_text=lambda row: row["problem"],
         to_solution=lambda row: str(row["answer"]),
         system_prompt=system_prompt,
-        instruction=None,
-        conversational=True,
         num_samples=num_samples,
         seed=seed,
     )

@@ -53,12 +53,7 @@ def load_gsm8k(
         `question` and `answer` (the original worked solution ending in `#### 18`).
     """
     ds = load_source(
-        name_or_path,
-        split=split,
-        hub_id=GSM8K_HUB_ID,
-        hub_config=config_name,
-        packaged_name="gsm8k",
-        offline=offline,
+        name_or_path, split=split, hub_id=GSM8K_HUB_ID, packaged_name="gsm8k", hub_config=config_name, offline=offline
     )
     return finalize(
         ds,

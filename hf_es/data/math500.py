@@ -50,14 +50,7 @@ def load_math500(
         `"\\frac{14}{3}"`), `problem`, `answer` (same as `solution`), `reference_solution` (the worked solution with
         `\\boxed{}`), `subject`, `level` and `unique_id`.
     """
-    ds = load_source(
-        name_or_path,
-        split=split,
-        hub_id=MATH500_HUB_ID,
-        hub_config=None,
-        packaged_name="math500",
-        offline=offline,
-    )
+    ds = load_source(name_or_path, split=split, hub_id=MATH500_HUB_ID, packaged_name="math500", offline=offline)
     if levels is not None or subjects is not None:
         level_set = None if levels is None else {int(x) for x in levels}
         subject_set = None if subjects is None else set(subjects)

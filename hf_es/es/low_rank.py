@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -133,23 +134,14 @@ def _full_rank_centre(
     noise: NoiseSource,
     *,
     master_device: torch.device | str | None = None,
-    rank: int = 1,
-    non_matrix_noise: str = "full",
+    **low_rank_options: Any,
 ) -> ESCentre:
     # `rank` and `non_matrix_noise` shape low-rank directions only: every full-rank tensor gets the full noise.
     return ESCentre(parameters, noise, master_device=master_device)
 
 
-@PERTURBATIONS.register("low_rank")
-def _low_rank_centre(
-    parameters: Mapping[str, torch.Tensor],
-    noise: NoiseSource,
-    *,
-    master_device: torch.device | str | None = None,
-    rank: int = 1,
-    non_matrix_noise: str = "full",
-) -> LowRankCentre:
-    return LowRankCentre(parameters, noise, rank=rank, non_matrix_noise=non_matrix_noise, master_device=master_device)
+# Its constructor takes the factory's arguments as they are.
+PERTURBATIONS.register("low_rank", LowRankCentre)
 
 
 def make_centre(

@@ -29,13 +29,14 @@ from .results import (
     summarize,
     summary_line,
 )
-from .reward_eval import evaluate_rewards
+from .reward_eval import RewardEvaluationMixin, evaluate_rewards
 
 __all__ = [
     "FORMAT_VERSION",
     "RESUME_KEYS",
     "LoadedModel",
     "PassAtKConfig",
+    "RewardEvaluationMixin",
     "check_resume",
     "checkpoint_label",
     "default_reward_name",

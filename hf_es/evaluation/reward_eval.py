@@ -1,5 +1,5 @@
-"""The evaluation `ESTrainer.evaluate` and the GRPO baseline (`scripts/train_grpo.py`) share: every prompt answered
-once by the current weights, scored by the training reward functions, summed over processes."""
+"""The evaluation `ESTrainer.evaluate` and the GRPO baseline (`hf_es.grpo.SharedEvalGRPOTrainer`) share: every prompt
+answered once by the current weights, scored by the training reward functions, summed over processes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..generation import GenerationBackend, GenerationResult, SamplingConfig
 from ..generation.entropy import token_entropy_sums
 from ..scoring import RewardTally
 
-__all__ = ["evaluate_rewards"]
+__all__ = ["RewardEvaluationMixin", "evaluate_rewards"]
 
 ScoreFn = Callable[[list[dict[str, Any]], GenerationResult, str], Any]
 """`score(rows, result, where)` -> `Scores` (with `per_function` and `total`), a `(per_function, total)` pair, or
@@ -80,3 +80,39 @@ def evaluate_rewards(
         metrics[f"{metric_key_prefix}_entropy"] = float(entropy[0] / entropy[1]) if entropy[1] else float("nan")
     metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
     return metrics
+
+
+class RewardEvaluationMixin:
+    """`Trainer.evaluate` for the trainers that evaluate with [`evaluate_rewards`] (`ESTrainer`, the GRPO baseline).
+
+    It replaces `transformers.Trainer.evaluate` (5.x) without calling it: that one runs a loss-based prediction loop,
+    these trainers generate and score instead. A subclass implements `_evaluate_split(dataset, metric_key_prefix)`,
+    the evaluation of one dataset, and logs and reports its metrics there.
+    """
+
+    def evaluate(
+        self,
+        eval_dataset: Any = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Scores the current weights (ES: the centre) on the evaluation set.
+
+        Args:
+            eval_dataset: Overrides `self.eval_dataset`; a dict evaluates each entry with its key in the prefix.
+            ignore_keys: Unused (kept for `Trainer` compatibility).
+            metric_key_prefix: Prefix of the metric names.
+
+        Returns:
+            `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, `{prefix}_runtime`
+            (and `{prefix}_entropy`, see [`evaluate_rewards`]).
+        """
+        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
+        if dataset is None:
+            raise ValueError("evaluate() needs an eval_dataset.")
+        if isinstance(dataset, dict):
+            metrics = {}
+            for key, subset in dataset.items():
+                metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
+            return metrics
+        return self._evaluate_split(dataset, metric_key_prefix)

@@ -12,7 +12,7 @@ from typing import Any
 from datasets import Dataset
 from trl import GRPOTrainer
 
-from ..evaluation import evaluate_rewards
+from ..evaluation import RewardEvaluationMixin, evaluate_rewards
 from ..generation import SamplingConfig, TransformersGenerationBackend
 from ..model_card import RunFacts
 from ..model_card.lineage import training_lineage, write_lineage
@@ -39,7 +39,7 @@ class GRPOEvalArguments:
     )
 
 
-class SharedEvalGRPOTrainer(GRPOTrainer):
+class SharedEvalGRPOTrainer(RewardEvaluationMixin, GRPOTrainer):
     """`GRPOTrainer` whose `evaluate` is `ESTrainer.evaluate`'s protocol (one completion per prompt, same sampling,
     same reward aggregation, same metric names), so that ES and GRPO evaluation numbers are directly comparable."""
 
@@ -107,32 +107,10 @@ class SharedEvalGRPOTrainer(GRPOTrainer):
             json.dump(self.state.log_history, f, indent=2)
         return lineage
 
-    def evaluate(
-        self,
-        eval_dataset: Dataset | dict[str, Dataset] | None = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> dict[str, float]:
-        """Scores the current weights on the evaluation set, as `ESTrainer.evaluate` does.
-
-        Args:
-            eval_dataset: Overrides `self.eval_dataset`; a dict evaluates each entry with its key in the prefix.
-            ignore_keys: Unused (kept for `Trainer` compatibility).
-            metric_key_prefix: Prefix of the metric names.
-
-        Returns:
-            `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, runtime.
-        """
+    def _evaluate_split(self, dataset: Dataset, metric_key_prefix: str) -> dict[str, float]:
+        # One dataset of `evaluate` (RewardEvaluationMixin): greedy on the unwrapped policy, scored as ESTrainer scores.
         from trl.models.utils import unwrap_model_for_generation
 
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            raise ValueError("evaluate() needs an eval_dataset.")
-        if isinstance(dataset, dict):
-            metrics = {}
-            for key, subset in dataset.items():
-                metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
-            return metrics
         tokenizer = self.processing_class
         sampling = SamplingConfig(
             max_completion_length=self.eval_arguments.eval_max_completion_length or self.args.max_completion_length,

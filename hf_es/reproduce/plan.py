@@ -187,14 +187,18 @@ _CPU_TARGET = TaskSpec("arithmetic", {"operation": "mul", "min_value": 2, "max_v
 _CPU_HELDOUT = TaskSpec("arithmetic", {"operation": "add", "min_value": 2, "max_value": 9})
 
 
+def _recipes(stem: str) -> dict[str, str]:
+    """`es_recipe` and `grpo_recipe` of a setting: the shipped recipes `<stem>_es.yaml` and `<stem>_grpo.yaml`."""
+    return {"es_recipe": str(RECIPES / f"{stem}_es.yaml"), "grpo_recipe": str(RECIPES / f"{stem}_grpo.yaml")}
+
+
 def _cpu_plan() -> ReproductionPlan:
     """SmolLM2-135M-Instruct on multiplication of numbers in 2..19 (evaluated on operand pairs training never
     draws); held out: addition of numbers in 2..9, never rewarded."""
     return ReproductionPlan(
         scale="cpu",
         model="HuggingFaceTB/SmolLM2-135M-Instruct",
-        es_recipe=str(RECIPES / "smollm2_cpu_paper_es.yaml"),
-        grpo_recipe=str(RECIPES / "smollm2_cpu_paper_grpo.yaml"),
+        **_recipes("smollm2_cpu_paper"),
         total_steps=10,
         total_steps_source=(
             "the paper's 234 cut to what 2 CPU cores run, with both seeds and every stage, in about 75 minutes"
@@ -232,8 +236,7 @@ def _paper_easy_plan() -> ReproductionPlan:
     return ReproductionPlan(
         scale="paper-easy",
         model="Qwen/Qwen2.5-1.5B-Instruct",
-        es_recipe=str(RECIPES / "qwen2.5-1.5b-instruct_gsm8k_es.yaml"),
-        grpo_recipe=str(RECIPES / "qwen2.5-1.5b-instruct_gsm8k_grpo.yaml"),
+        **_recipes("qwen2.5-1.5b-instruct_gsm8k"),
         total_steps=234,
         total_steps_source="the paper's: 2 epochs of GSM8K's 7,473 training problems at 64 prompts per update",
         seeds=(0, 1),
@@ -253,8 +256,7 @@ def _paper_hard_plan() -> ReproductionPlan:
         _paper_easy_plan(),
         scale="paper-hard",
         model="deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
-        es_recipe=str(RECIPES / "deepseek-r1-distill-qwen-1.5b_deepscaler_es.yaml"),
-        grpo_recipe=str(RECIPES / "deepseek-r1-distill-qwen-1.5b_deepscaler_grpo.yaml"),
+        **_recipes("deepseek-r1-distill-qwen-1.5b_deepscaler"),
         total_steps=200,
         total_steps_source=(
             "this library's choice, not the paper's (its hard-setting update count is not restated here): near the "

@@ -4,8 +4,9 @@ One step, as in the paper: lay out N members (seeded directions), evaluate this 
 step's shared mini-batch (perturb in place, generate, score), exchange only the N rewards, shape them, and apply the
 identical update on every process. The trainer is the `transformers.Trainer` adapter: it reuses the loop, callbacks,
 logging and saving, and replaces the optimizer with the ES update (no backward pass). The pieces live next to it:
-prompts in [`hf_es.prompts`], scoring in `scoring.py`, the step record in `step_record.py`, data order in
-`sampling.py`, checkpoints in `checkpointing.py` / `saving.py`, card and Hub pushes in `publishing.py` / [`hf_es.hub`].
+prompts in [`hf_es.prompts`], scoring in [`hf_es.scoring`], the step record in `step_record.py`, data order in
+`sampling.py`, checkpoints in `checkpoint_files.py` / `saving.py`, card and Hub pushes in `publishing.py` /
+[`hf_es.hub`], evaluation in [`hf_es.evaluation.RewardEvaluationMixin`].
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..es import (
     master_device_for,
     stable_seed,
 )
-from ..evaluation import evaluate_rewards
+from ..evaluation import RewardEvaluationMixin, evaluate_rewards
 from ..generation import GenerationBackend, SamplingConfig, make_backend
 from ..model_card import RunFacts
 from ..models import resolve_model_name_or_path
@@ -82,7 +83,7 @@ class ProcessFailedError(RuntimeError):
     """Another process of a multi-process run failed during the ES step; raised on every healthy process."""
 
 
-class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
+class ESTrainer(RewardEvaluationMixin, CheckpointingMixin, PublishingMixin, Trainer):
     """Trainer for Evolution Strategies post-training, with the constructor of TRL's `GRPOTrainer`.
 
     Args:
@@ -420,23 +421,8 @@ class ESTrainer(CheckpointingMixin, PublishingMixin, Trainer):
                 print_completions(self._last_samples, self.args.num_completions_to_print, self.state.global_step)
         super().log(logs, start_time)
 
-    def evaluate(
-        self,
-        eval_dataset: Dataset | dict[str, Dataset] | None = None,
-        ignore_keys: list[str] | None = None,
-        metric_key_prefix: str = "eval",
-    ) -> dict[str, float]:
-        """Scores the centre weights on `eval_dataset` (default `self.eval_dataset`; a dict evaluates each entry with
-        its key in the prefix) and returns `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`,
-        `{prefix}_completions/mean_length` and `{prefix}_runtime`. `ignore_keys` is unused (`Trainer` signature)."""
-        dataset = eval_dataset if eval_dataset is not None else self.eval_dataset
-        if dataset is None:
-            raise ValueError("evaluate() needs an eval_dataset.")
-        if isinstance(dataset, dict):
-            metrics = {}
-            for key, subset in dataset.items():
-                metrics.update(self.evaluate(subset, ignore_keys, f"{metric_key_prefix}_{key}"))
-            return metrics
+    def _evaluate_split(self, dataset: Dataset, metric_key_prefix: str) -> dict[str, float]:
+        # One dataset of `evaluate` (RewardEvaluationMixin), on the exact centre weights.
         check_prompt_dataset(dataset, "eval_dataset")
         if is_streamed(dataset):  # evaluation shards rows by index: a (finite) evaluation stream is read once
             dataset = Dataset.from_list(list(dataset))

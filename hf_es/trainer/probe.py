@@ -99,7 +99,7 @@ def check_perturbations_land(
 ) -> PerturbationProbe:
     """Proves, group by group, that writing a member into the live weights changes the logits and restoring undoes it.
 
-    Needs a centre (`backend.init_centre` or `init_low_rank_centre`); leaves the backend at the exact centre.
+    Needs a centre (`backend.init_centre`, full or low rank); leaves the backend at the exact centre.
 
     Args:
         backend: The generation backend, with its centre initialised.
