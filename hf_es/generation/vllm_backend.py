@@ -32,6 +32,7 @@ ES generates in every phase, so nothing else could use the memory it frees.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import os
@@ -439,7 +440,7 @@ def engine_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
         model.config.save_pretrained(staging)
         if getattr(model, "generation_config", None) is not None:
             model.generation_config.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
+        _without_call_state(tokenizer).save_pretrained(staging)
         target = root / _folder_digest(staging)
         if not target.is_dir():
             try:
@@ -450,6 +451,18 @@ def engine_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return str(target)
+
+
+def _without_call_state(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """A copy of a fast tokenizer without the padding / truncation its last batched call left in `tokenizer.json`
+    (vLLM never pads; kept, they would give one model several folders)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or (backend.padding is None and backend.truncation is None):
+        return tokenizer
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.backend_tokenizer.no_padding()
+    tokenizer.backend_tokenizer.no_truncation()
+    return tokenizer
 
 
 def _folder_digest(folder: str) -> str:

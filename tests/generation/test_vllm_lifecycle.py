@@ -93,6 +93,8 @@ def test_engine_folder_is_content_addressed_and_shared(tmp_path, monkeypatch):
     assert os.path.dirname(first) == str(tmp_path / "vllm_models")
     assert engine_folder(tiny_llama(seed=1), tokenizer) == first  # weights are not part of it
     assert {"config.json", "generation_config.json", "tokenizer.json"} <= set(os.listdir(first))
+    tokenizer(["a", "longer prompt"], padding=True)  # padding state a batched call leaves in the fast tokenizer
+    assert engine_folder(tiny_llama(), tokenizer) == first
     other = engine_folder(tiny_llama(hidden_size=64), tokenizer)
     assert other != first
     assert sorted(os.listdir(tmp_path / "vllm_models")) == sorted({os.path.basename(first), os.path.basename(other)})
