@@ -78,9 +78,10 @@ class VLLMGenerationBackend(GenerationBackend):
     Args:
         model: Path (or Hub id) of a model directory with a config and tokenizer vLLM can read, or an in-memory
             `PreTrainedModel` (TRL's colocate recipe): the engine is then created from the model's config and
-            `tokenizer` (written once to a content-addressed [`engine_folder`]) with dummy weights, the model's current weights are copied
-            in (so in-memory models and checkpoints resumed into it are honoured), the model becomes the
-            `mirror_model` and is moved to the host (the engine is the only full copy on the accelerator).
+            `tokenizer` (written once to a content-addressed [`engine_folder`]) with dummy weights, the model's
+            current weights are copied in (so in-memory models and checkpoints resumed into it are honoured), the
+            model becomes the `mirror_model` and is moved to the host (the engine is the only full copy on the
+            accelerator).
         tokenizer: The Hugging Face tokenizer of the model.
         dtype: Engine dtype (`"auto"`: the config's; for an in-memory model, its parameters' dtype).
         seed: Engine seed (sampling uses per-request seeds derived from the `generate` seed).
