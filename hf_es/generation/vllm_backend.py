@@ -444,6 +444,7 @@ def engine_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) ->
         _without_call_state(tokenizer).save_pretrained(staging)
         target = root / _folder_digest(staging)
         if not target.is_dir():
+            os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide a shared cache from other users
             try:
                 os.rename(staging, target)
             except OSError:
