@@ -123,7 +123,8 @@ def test_concurrent_processes_get_one_complete_engine_folder(tmp_path, monkeypat
 
 def test_launcher_environment_follows_the_accelerator_and_keeps_a_set_port(monkeypatch):
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "unset")  # so that monkeypatch removes what the function sets
+        monkeypatch.delenv(name)
     monkeypatch.setenv("MASTER_PORT", "29123")
     set_launcher_environment(process_index=5, local_process_index=1, num_processes=8)
     assert [os.environ[n] for n in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")] == [
