@@ -64,8 +64,9 @@ def train_and_evaluate(
     model_args: Any,
     eval_args: GRPOEvalArguments | None = None,
 ) -> ESTrainer | SharedEvalGRPOTrainer:
-    """Trains `method` on the recipe, evaluates the final weights, saves them with the model card and the reward
-    curve, prints the evaluation summary, and pushes when `push_to_hub` is set.
+    """Trains `method` on the recipe, evaluates the final weights, saves them with the model card, the reward curve
+    and `trainer_state.json` (every logged metric), prints the evaluation summary, and pushes when `push_to_hub` is
+    set.
 
     The printed summary is [`run_summary`]'s; its `eval_reward: <start> at start -> <end> at the end` line is what
     `compose` reads from each stage.
@@ -93,6 +94,8 @@ def train_and_evaluate(
         curve = plot_reward_curve(
             trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png")
         )
+        # Every logged number, beside the weights: the raw data of the printed summary even when no checkpoint is saved
+        trainer.state.save_to_json(os.path.join(training_args.output_dir, "trainer_state.json"))
         for line in run_summary(trainer.state.log_history, trainer.train_dataset, trainer.eval_dataset):
             print(line)
         print(f"Saved the model to {training_args.output_dir} and the reward curve to {curve}")
