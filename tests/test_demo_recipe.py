@@ -45,14 +45,15 @@ LOG_HISTORY = [
     {"step": 0, "eval_reward": 0.5, "eval_rewards/accuracy_reward/mean": 0.5},
     {"step": 1, "reward": 0.5, "population/coverage": 0.625},
     {"step": 2, "reward": 0.75, "population/coverage": 0.875},
-    {"step": 2, "eval_reward": 0.9375, "eval_rewards/accuracy_reward/mean": 0.9375},
+    {"step": 2, "eval_reward": 0.875, "eval_rewards/accuracy_reward/mean": 0.875},
+    {"step": 2, "eval_reward": 0.9375, "eval_rewards/accuracy_reward/mean": 0.9375},  # the final evaluate()
 ]
 
 
 def test_run_summary_states_held_out_accuracy_and_coverage():
     train, evaluation = recipe_task(ES_RECIPE)
     assert run_summary(LOG_HISTORY, train, evaluation) == [
-        "eval_reward: 0.5000 at start -> 0.9375 at the end (2 evaluations)",
+        "eval_reward: 0.5000 at start -> 0.9375 at the end (3 evaluations)",
         "accuracy_reward on 32 evaluation problems, none in the training data: step 0: 0.5000, step 2: 0.9375",
         "population/coverage (chance that at least one member solves a step's prompt): 0.6250 at step 1 -> "
         "0.8750 at step 2, mean 0.7500 over 2 steps",

@@ -135,8 +135,10 @@ def run_summary(log_history: Sequence[dict[str, Any]], train_dataset: Any, eval_
             shared = sum(json.dumps(prompt, sort_keys=True) in seen for prompt in eval_dataset["prompt"])
             problems += ", none in the training data" if shared == 0 else f", {shared} of them in the training data"
         names = [key for key in evals[-1] if key.startswith("eval_rewards/") and key.endswith("/mean")]
+        # The final `evaluate()` repeats the last scheduled evaluation's step: one value per step, the latest
+        by_step = {entry.get("step", "?"): entry for entry in evals}
         for key in names:
-            values = ", ".join(f"step {entry.get('step', '?')}: {entry[key]:.4f}" for entry in evals if key in entry)
+            values = ", ".join(f"step {step}: {entry[key]:.4f}" for step, entry in by_step.items() if key in entry)
             lines.append(f"{key[len('eval_rewards/') : -len('/mean')]} on {problems}: {values}")
     coverage = [
         (entry["step"], entry["population/coverage"]) for entry in log_history if "population/coverage" in entry
