@@ -52,6 +52,7 @@ def test_recipe_trains_the_bundled_model_and_saves_model_card_and_curve(tmp_path
         "README.md",
         "training_args.json",
         "drift_stats.json",
+        "trainer_state.json",
     ):
         assert (out / name).is_file(), name
     assert not (out / "training_args.bin").exists()
@@ -63,6 +64,11 @@ def test_recipe_trains_the_bundled_model_and_saves_model_card_and_curve(tmp_path
     drift = json.loads((out / "drift_stats.json").read_text())
     assert drift["relative_l2"] > 0  # two ES steps moved the weights
     assert "eval_reward:" in proc.stdout
+    # the demo recipe evaluates on held-out problems, and the summary says so and reports the population's coverage
+    assert "accuracy_reward on 4 evaluation problems, none in the training data: step 0: " in proc.stdout
+    assert "population/coverage (chance that at least one member solves a step's prompt): " in proc.stdout
+    logged = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    assert [entry["step"] for entry in logged if "population/coverage" in entry] == [1, 2]
 
 
 def test_grpo_only_field_on_the_command_line_is_a_clear_error(tmp_path):

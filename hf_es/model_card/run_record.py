@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cli import resolve_recipe
+
 __all__ = ["RunFacts", "RunRecord", "base_and_final_metrics", "recipe_of_command"]
 
 # Evaluation entries that describe the evaluation itself rather than the model.
@@ -43,13 +45,24 @@ def base_and_final_metrics(
 
 
 def recipe_of_command(command: Sequence[str]) -> tuple[str | None, str | None]:
-    """The `--config` recipe named on a command line and its text, when it can be read."""
+    """The `--config` recipe of a command line and its text, when it can be read.
+
+    The recipe is found as the command line found it ([`hf_es.cli.resolve_recipe`]): a path, or a shipped recipe's
+    name (`--config smollm2_cpu_arithmetic`), so a run launched by name records its recipe too.
+
+    Args:
+        command: The command line, e.g. `sys.argv`.
+
+    Returns:
+        The `--config` value as given and the text of the file it resolves to; `(None, None)` when there is none
+        or it cannot be read.
+    """
     for index, arg in enumerate(command):
-        path = arg.split("=", 1)[1] if arg.startswith("--config=") else None
+        config = arg.split("=", 1)[1] if arg.startswith("--config=") else None
         if arg == "--config" and index + 1 < len(command):
-            path = command[index + 1]
-        if path is not None and Path(path).is_file():
-            return path, Path(path).read_text()
+            config = command[index + 1]
+        if config is not None and Path(path := resolve_recipe(config)).is_file():
+            return config, Path(path).read_text()
     return None, None
 
 

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..grpo import GRPOEvalArguments, SharedEvalGRPOTrainer
@@ -12,7 +14,7 @@ from ..rewards import reward_functions
 from ..tasks import TaskArguments, apply_model_config, describe_task, load_task
 from ..trainer import ESTrainer
 
-__all__ = ["METHODS", "build_trainer", "train_and_evaluate"]
+__all__ = ["METHODS", "build_trainer", "run_summary", "train_and_evaluate"]
 
 METHODS = ("es", "grpo")
 
@@ -62,10 +64,12 @@ def train_and_evaluate(
     model_args: Any,
     eval_args: GRPOEvalArguments | None = None,
 ) -> ESTrainer | SharedEvalGRPOTrainer:
-    """Trains `method` on the recipe, evaluates the final weights, saves them with the model card and the reward
-    curve, prints the evaluation summary, and pushes when `push_to_hub` is set.
+    """Trains `method` on the recipe, evaluates the final weights, saves them with the model card, the reward curve
+    and `trainer_state.json` (every logged metric), prints the evaluation summary, and pushes when `push_to_hub` is
+    set.
 
-    The printed `eval_reward: <start> at start -> <end> at the end` line is what `compose` reads from each stage.
+    The printed summary is [`run_summary`]'s; its `eval_reward: <start> at start -> <end> at the end` line is what
+    `compose` reads from each stage.
 
     Args:
         method: `"es"` or `"grpo"` (see [`build_trainer`]).
@@ -90,10 +94,60 @@ def train_and_evaluate(
         curve = plot_reward_curve(
             trainer.state.log_history, os.path.join(training_args.output_dir, "reward_curve.png")
         )
-        evals = [entry["eval_reward"] for entry in trainer.state.log_history if "eval_reward" in entry]
-        if len(evals) >= 2:
-            print(f"eval_reward: {evals[0]:.4f} at start -> {evals[-1]:.4f} at the end ({len(evals)} evaluations)")
+        # Every logged number, beside the weights: the raw data of the printed summary even when no checkpoint is saved
+        trainer.state.save_to_json(os.path.join(training_args.output_dir, "trainer_state.json"))
+        for line in run_summary(trainer.state.log_history, trainer.train_dataset, trainer.eval_dataset):
+            print(line)
         print(f"Saved the model to {training_args.output_dir} and the reward curve to {curve}")
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=task_args.dataset_name)
     return trainer
+
+
+def run_summary(log_history: Sequence[dict[str, Any]], train_dataset: Any, eval_dataset: Any) -> list[str]:
+    """The lines `train_and_evaluate` prints at the end of a run: what the evaluation measured and on what, and the
+    population's coverage over training.
+
+    - `eval_reward: <start> at start -> <end> at the end (<n> evaluations)`, when there are two evaluations or more;
+    - per reward function, its mean at every evaluation (`step 0: ..., step 15: ...`), under a label that says how
+      many evaluation problems there were and how many of them training also draws: the prompts are compared, so
+      "none in the training data" is measured, not assumed from the split's name;
+    - `population/coverage` (ES only: the mean over a step's prompts of the chance that at least one member solves
+      it, [`hf_es.es.population_diversity`]) at the first and last step and its mean over the steps.
+
+    Args:
+        log_history: `TrainerState.log_history`.
+        train_dataset: The training dataset (a `prompt` column), or `None`.
+        eval_dataset: The evaluation dataset (a `prompt` column), or `None`.
+
+    Returns:
+        The lines, without newlines; empty when nothing was evaluated or logged.
+    """
+    lines = []
+    evals = [entry for entry in log_history if "eval_reward" in entry]
+    if len(evals) >= 2:
+        start, end = evals[0]["eval_reward"], evals[-1]["eval_reward"]
+        lines.append(f"eval_reward: {start:.4f} at start -> {end:.4f} at the end ({len(evals)} evaluations)")
+    if evals and eval_dataset is not None:
+        problems = f"{len(eval_dataset)} evaluation problems"
+        if train_dataset is not None:
+            seen = {json.dumps(prompt, sort_keys=True) for prompt in train_dataset["prompt"]}
+            shared = sum(json.dumps(prompt, sort_keys=True) in seen for prompt in eval_dataset["prompt"])
+            problems += ", none in the training data" if shared == 0 else f", {shared} of them in the training data"
+        names = [key for key in evals[-1] if key.startswith("eval_rewards/") and key.endswith("/mean")]
+        # The final `evaluate()` repeats the last scheduled evaluation's step: one value per step, the latest
+        by_step = {entry.get("step", "?"): entry for entry in evals}
+        for key in names:
+            values = ", ".join(f"step {step}: {entry[key]:.4f}" for step, entry in by_step.items() if key in entry)
+            lines.append(f"{key[len('eval_rewards/') : -len('/mean')]} on {problems}: {values}")
+    coverage = [
+        (entry["step"], entry["population/coverage"]) for entry in log_history if "population/coverage" in entry
+    ]
+    if coverage:
+        mean = sum(value for _, value in coverage) / len(coverage)
+        (first_step, first), (last_step, last) = coverage[0], coverage[-1]
+        lines.append(
+            f"population/coverage (chance that at least one member solves a step's prompt): {first:.4f} at step "
+            f"{first_step} -> {last:.4f} at step {last_step}, mean {mean:.4f} over {len(coverage)} steps"
+        )
+    return lines
