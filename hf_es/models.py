@@ -22,6 +22,7 @@ __all__ = [
     "SMOLLM2_HUB_ID",
     "ModelNotAvailableError",
     "base_model_id",
+    "cache_dir",
     "load_causal_lm",
     "load_tokenizer",
     "prepare_smollm2",
@@ -36,9 +37,13 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_MODELS = (SMOLLM2_HUB_ID, "smollm2")
 
 
+def cache_dir() -> Path:
+    """hf_es's cache folder: `$HF_ES_CACHE`, defaulting to `~/.cache/hf_es`."""
+    return Path(os.environ.get("HF_ES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hf_es"))
+
+
 def _default_cache_dir() -> Path:
-    root = os.environ.get("HF_ES_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "hf_es")
-    return Path(root) / "SmolLM2-135M-Instruct"
+    return cache_dir() / "SmolLM2-135M-Instruct"
 
 
 def prepare_smollm2(output_dir: str | os.PathLike | None = None) -> str:

@@ -204,6 +204,12 @@ class GenerationBackend(ABC):
         """
         self._require_centre().load_state_dict(state_dict)
 
+    def sync_mirror(self) -> None:
+        """Makes any copy of the weights the engine keeps beside them (e.g. the HF model beside a vLLM engine) equal
+        the centre; called before that copy is read (saving, model cards, the end of training). Engines that generate
+        with the HF model itself have nothing to do."""
+        return None
+
     def perturb(self, seed: int, scale: float) -> None:
         """Sets the weights to `centre + scale * eps(seed)`."""
         self._require_centre().perturb_(seed, scale)

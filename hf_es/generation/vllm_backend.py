@@ -14,20 +14,30 @@ Three things make in-place perturbation safe inside vLLM:
   so that writing into a Linear parameter changes what the model computes.
 - **Prefix caching.** KV blocks computed under one member's weights must never be served to another member, so the
   prefix cache is reset after every weight change (perturb, restore, update). Within a member, the
-  `num_generations` completions of a prompt still share its prompt blocks.
+  `num_generations` completions of a prompt still share its prompt blocks. A reset that fails (requests still in
+  the engine after a failed `generate`) marks the cache stale instead of replacing the error in flight; the next
+  generation retries the reset and refuses to run on a stale cache.
 - **Exact restore.** Restoring copies the float32 master back, so the centre is exact in any engine dtype. The
   trainer places the master and the noise with `ESConfig.es_master_device` ([`hf_es.es.master_device_for`]): next to
   the engine's weights when they fit beside vLLM's `gpu_memory_utilization` share, so perturbations are device
   kernels, else on the host.
 
 Quantized engines (fp8, AWQ, GPTQ, bitsandbytes) are refused before any perturbation ([`refuse_quantized_engine`]).
+
+An in-memory model's engine folder (config, generation config, tokenizer; no weights) is content-addressed under
+`$HF_ES_CACHE/vllm_models/` ([`engine_folder`]): the folder path is part of vLLM's compile-cache key, so every process
+of a run and later runs of the same model share one folder and reuse the compiled graphs. Sleep mode is not offered:
+ES generates in every phase, so nothing else could use the memory it frees.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,6 +46,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..es import ESCentre, NoiseSource, stable_seed
+from ..models import cache_dir
 from .base import GenerationBackend, GenerationResult, SamplingConfig
 from .transformers_backend import refuse_quantized_weights
 from .vllm_weights import engine_model, hf_named_views, keep_live_cpu_weights, refuse_quantized_engine
@@ -43,7 +54,13 @@ from .vllm_weights import engine_model, hf_named_views, keep_live_cpu_weights, r
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
 
-__all__ = ["VLLMGenerationBackend", "hf_named_views", "keep_live_cpu_weights", "refuse_quantized_engine"]
+__all__ = [
+    "VLLMGenerationBackend",
+    "engine_folder",
+    "hf_named_views",
+    "keep_live_cpu_weights",
+    "refuse_quantized_engine",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +78,7 @@ class VLLMGenerationBackend(GenerationBackend):
     Args:
         model: Path (or Hub id) of a model directory with a config and tokenizer vLLM can read, or an in-memory
             `PreTrainedModel` (TRL's colocate recipe): the engine is then created from the model's config and
-            `tokenizer` (written to a temporary folder) with dummy weights, the model's current weights are copied
+            `tokenizer` (written once to a content-addressed [`engine_folder`]) with dummy weights, the model's current weights are copied
             in (so in-memory models and checkpoints resumed into it are honoured), the model becomes the
             `mirror_model` and is moved to the host (the engine is the only full copy on the accelerator).
         tokenizer: The Hugging Face tokenizer of the model.
@@ -71,7 +88,6 @@ class VLLMGenerationBackend(GenerationBackend):
         max_model_len: Context window (`None`: the model's).
         tensor_parallel_size: Only 1 is supported: ES perturbs full HF-named tensors.
         distributed_executor_backend: `"external_launcher"` when every Accelerate process runs its own engine.
-        enable_sleep_mode: Create the engine with sleep mode (see [`sleep`] / [`wake_up`]).
         enable_prefix_caching: Share prompt KV within a member; the cache is reset after every weight change.
         load_format: vLLM load format; `"dummy"` skips reading the checkpoint when `initial_weights` is given.
         initial_weights: HF-named tensors copied into the engine after it loads (e.g. the trainer's model), so the
@@ -80,12 +96,20 @@ class VLLMGenerationBackend(GenerationBackend):
         master_device: Default device of the float32 ES master when `init_centre` is given none (`"cpu"`: the
             engine is the only full copy on the accelerator; `None`: next to the engine weights, faster
             perturbations on a GPU). The trainer always passes the device chosen by `es_master_device`.
-        mirror_model: An HF model kept equal to the ES centre after every update (its float32 parameters are made to
-            share storage with the master when it is on `master_device`), so saving it saves the centre.
+        mirror_model: An HF model made equal to the ES centre when it is read ([`sync_mirror`]: saves, cards, the
+            end of training), not after every update; its float32 parameters share storage with the master when it
+            is on `master_device` (then it is always equal).
         local_process_index: This process's index on its machine; a CPU engine pins its compute thread to that
             core (two CPU engines would both pin core 0).
+        process_index: This process's global rank (`RANK` for `"external_launcher"`).
+        num_processes: Number of processes, each with its own engine (`WORLD_SIZE` for `"external_launcher"`).
         llm_kwargs: Extra keyword arguments for `vllm.LLM`.
     """
+
+    # An update moved the centre since `mirror_model` was last made equal to it.
+    _mirror_stale: bool = False
+    # A prefix-cache reset failed: the cache may hold KV blocks of other weights.
+    _prefix_cache_stale: bool = False
 
     def __init__(
         self,
@@ -98,7 +122,6 @@ class VLLMGenerationBackend(GenerationBackend):
         max_model_len: int | None = None,
         tensor_parallel_size: int = 1,
         distributed_executor_backend: str | None = None,
-        enable_sleep_mode: bool = False,
         enable_prefix_caching: bool = True,
         load_format: str = "auto",
         initial_weights: Mapping[str, torch.Tensor] | None = None,
@@ -106,6 +129,8 @@ class VLLMGenerationBackend(GenerationBackend):
         master_device: torch.device | str | None = "cpu",
         mirror_model: PreTrainedModel | None = None,
         local_process_index: int = 0,
+        process_index: int = 0,
+        num_processes: int = 1,
         llm_kwargs: dict[str, Any] | None = None,
     ):
         in_memory = model if isinstance(model, PreTrainedModel) else None
@@ -134,7 +159,7 @@ class VLLMGenerationBackend(GenerationBackend):
             initial_weights = dict(in_memory.named_parameters()) if initial_weights is None else initial_weights
             eos_token_ids = _model_eos_token_ids(in_memory, tokenizer) if eos_token_ids is None else eos_token_ids
             mirror_model = in_memory if mirror_model is None else mirror_model
-            model = _config_folder(in_memory, tokenizer)
+            model = engine_folder(in_memory, tokenizer)
         if isinstance(dtype, torch.dtype):
             dtype = str(dtype).removeprefix("torch.")
         self.tokenizer = tokenizer
@@ -151,12 +176,13 @@ class VLLMGenerationBackend(GenerationBackend):
             gpu_memory_utilization=gpu_memory_utilization,
             max_model_len=max_model_len,
             tensor_parallel_size=tensor_parallel_size,
-            enable_sleep_mode=enable_sleep_mode,
             enable_prefix_caching=enable_prefix_caching,
             load_format=load_format,
         )
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        if distributed_executor_backend == "external_launcher":
+            set_launcher_environment(process_index, local_process_index, num_processes)
         if not torch.cuda.is_available():
             # vLLM's CPU runner crashes ("CPU Generator does not use offset") when it rewinds the generator of a
             # seeded request whose prefill was chunked; whole-prompt prefills avoid it.
@@ -164,12 +190,8 @@ class VLLMGenerationBackend(GenerationBackend):
             if max_model_len is not None:
                 kwargs["max_num_batched_tokens"] = max(4096, max_model_len)
         kwargs.update(llm_kwargs or {})
-        try:
-            with keep_live_cpu_weights():
-                self.llm: LLM = LLM(**kwargs)
-        finally:
-            if in_memory is not None:
-                shutil.rmtree(model, ignore_errors=True)  # the folder of the in-memory model's config
+        with keep_live_cpu_weights():
+            self.llm: LLM = LLM(**kwargs)
         engine = engine_model(self.llm)
         refuse_quantized_engine(engine, self.llm.llm_engine.model_config.quantization)
         self._views = hf_named_views(engine)
@@ -255,8 +277,15 @@ class VLLMGenerationBackend(GenerationBackend):
     def apply_update(self, seeds: list[int], coefficients: list[float], learning_rate: float) -> float:
         norm = super().apply_update(seeds, coefficients, learning_rate)
         self._weights_changed()
-        self._sync_mirror()
+        # Copying the master into a host mirror costs seconds per step at 7B; it is done when the mirror is read.
+        self._mirror_stale = True
         return norm
+
+    def sync_mirror(self) -> None:
+        """Makes `mirror_model` equal the centre if an update moved the centre since the last sync."""
+        if self._mirror_stale:
+            self._sync_mirror()
+            self._mirror_stale = False
 
     @torch.no_grad()
     def _sync_mirror(self, alias: bool = False) -> None:
@@ -273,9 +302,27 @@ class VLLMGenerationBackend(GenerationBackend):
                 param.data.copy_(master)
 
     def _weights_changed(self) -> None:
-        """Drops cached KV blocks: they were computed with other weights."""
-        if self.enable_prefix_caching and not self.llm.reset_prefix_cache():
-            raise RuntimeError("vLLM could not reset its prefix cache (requests still running?).")
+        """Drops cached KV blocks: they were computed with other weights.
+
+        A failed reset marks the cache stale (retried before the next generation, see [`_fresh_prefix_cache`]) and
+        raises only when no exception is in flight: a `restore` in a `finally` after a failed `generate` must not
+        replace that error with this one.
+        """
+        if not self.enable_prefix_caching:
+            return
+        self._prefix_cache_stale = not self.llm.reset_prefix_cache()
+        if not self._prefix_cache_stale:
+            return
+        if sys.exc_info()[0] is None:
+            raise RuntimeError(_RESET_FAILED)
+        logger.warning(f"{_RESET_FAILED} Retrying before the next generation.")
+
+    def _fresh_prefix_cache(self) -> None:
+        """Retries a failed prefix-cache reset; raises rather than serve KV computed with other weights."""
+        if self._prefix_cache_stale:
+            if not self.llm.reset_prefix_cache():
+                raise RuntimeError(f"{_RESET_FAILED} Refusing to generate from KV computed with other weights.")
+            self._prefix_cache_stale = False
 
     # ---------------------------------------------------------- generation
 
@@ -308,6 +355,7 @@ class VLLMGenerationBackend(GenerationBackend):
     def generate(self, prompts: list[str], sampling: SamplingConfig, seed: int | None = None) -> GenerationResult:
         from vllm.inputs import TokensPrompt
 
+        self._fresh_prefix_cache()
         encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         requests, params = [], []
         for i, ids in enumerate(encoded):
@@ -331,19 +379,30 @@ class VLLMGenerationBackend(GenerationBackend):
         completions = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return GenerationResult(completion_ids=completion_ids, completions=completions, truncated=truncated)
 
-    # ----------------------------------------------------------- lifecycle
+    @torch.no_grad()
+    def prompt_logits(self, prompts: list[str]) -> torch.Tensor:
+        """The engine's next-token log-probabilities after each prompt: its `max_logprobs` most likely tokens, `-inf`
+        elsewhere (vLLM returns no full logits).
 
-    def sleep(self, level: int = 1) -> None:
-        """Frees the engine's KV cache (and, at level 1, offloads its weights) between steps (needs sleep mode).
-
-        Views stay valid: vLLM restores the weights to the same addresses on [`wake_up`]. Do not move the weights
-        while the engine sleeps.
+        Log-probabilities move with every logit, and the top tokens' values are bit-identical exactly when the engine
+        computes with the same weights, which is what the start-up check ([`hf_es.trainer.probe`]) compares.
         """
-        self.llm.sleep(level=level)
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
 
-    def wake_up(self) -> None:
-        """Brings a sleeping engine back; the prefix cache is empty afterwards."""
-        self.llm.wake_up()
+        self._fresh_prefix_cache()
+        config = self.llm.llm_engine.model_config
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=config.max_logprobs, detokenize=False)
+        encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        requests = [TokensPrompt(prompt_token_ids=list(ids)) for ids in encoded]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        logits = torch.full((len(prompts), config.get_vocab_size()), float("-inf"))
+        for row, output in enumerate(outputs):
+            for token, logprob in output.outputs[0].logprobs[0].items():
+                logits[row, token] = logprob.logprob
+        return logits
+
+    # ----------------------------------------------------------- lifecycle
 
     def close(self) -> None:
         """Shuts the engine down (call before destroying the process group)."""
@@ -357,18 +416,81 @@ class VLLMGenerationBackend(GenerationBackend):
             gc.collect()
 
 
-def _config_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> str:
-    """A temporary folder with the model's config, generation config and tokenizer (no weights), for vLLM to read."""
-    folder = tempfile.mkdtemp(prefix="hf_es_vllm_")
+_RESET_FAILED = "vLLM could not reset its prefix cache (requests still running?)."
+
+
+def engine_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> str:
+    """The folder vLLM reads an in-memory model from: its config, generation config and tokenizer (no weights).
+
+    Named by the hash of what is written, under `$HF_ES_CACHE/vllm_models/` (`~/.cache/hf_es` by default), so every
+    process of a run and later runs of the same model get the same path, which vLLM's compile cache is keyed by.
+    Written into a staging folder and renamed into place: concurrent processes never read a half-written folder.
+
+    Args:
+        model: The model whose config (and generation config) to write.
+        tokenizer: Its tokenizer.
+
+    Returns:
+        The folder's path.
+    """
+    root = cache_dir() / "vllm_models"
+    root.mkdir(parents=True, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".staging-", dir=root)
     try:
-        model.config.save_pretrained(folder)
+        model.config.save_pretrained(staging)
         if getattr(model, "generation_config", None) is not None:
-            model.generation_config.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    except Exception:
-        shutil.rmtree(folder, ignore_errors=True)
-        raise
-    return folder
+            model.generation_config.save_pretrained(staging)
+        _without_call_state(tokenizer).save_pretrained(staging)
+        target = root / _folder_digest(staging)
+        if not target.is_dir():
+            try:
+                os.rename(staging, target)
+            except OSError:
+                if not target.is_dir():  # not another process's identical folder winning the race
+                    raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(target)
+
+
+def _without_call_state(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """A copy of a fast tokenizer without the padding / truncation its last batched call left in `tokenizer.json`
+    (vLLM never pads; kept, they would give one model several folders)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or (backend.padding is None and backend.truncation is None):
+        return tokenizer
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.backend_tokenizer.no_padding()
+    tokenizer.backend_tokenizer.no_truncation()
+    return tokenizer
+
+
+def _folder_digest(folder: str) -> str:
+    """SHA-256 (first 16 hex digits) of a flat folder's file names and contents."""
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        digest.update(name.encode() + b"\0")
+        with open(os.path.join(folder, name), "rb") as file:
+            digest.update(hashlib.sha256(file.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+def set_launcher_environment(process_index: int, local_process_index: int, num_processes: int) -> None:
+    """Sets the variables vLLM's `"external_launcher"` executor initialises its process group from, as TRL does for
+    its colocated engine: `RANK`, `LOCAL_RANK`, `WORLD_SIZE` from the accelerator, and `MASTER_ADDR`/`MASTER_PORT`
+    (kept when set, e.g. by `accelerate launch`; else localhost and a free port).
+
+    Args:
+        process_index: Global rank of this process.
+        local_process_index: Rank on this machine.
+        num_processes: Number of processes.
+    """
+    from trl.trainer.utils import ensure_master_addr_port
+
+    os.environ["RANK"] = str(process_index)
+    os.environ["LOCAL_RANK"] = str(local_process_index)
+    os.environ["WORLD_SIZE"] = str(num_processes)
+    ensure_master_addr_port()
 
 
 def _model_eos_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> list[int]:

@@ -241,8 +241,9 @@ class ESTrainer(RewardEvaluationMixin, CheckpointingMixin, PublishingMixin, Trai
                 max_model_len=args.vllm_max_model_length,
                 tensor_parallel_size=args.vllm_tensor_parallel_size,
                 distributed_executor_backend="external_launcher" if accelerator.num_processes > 1 else None,
-                enable_sleep_mode=args.vllm_enable_sleep_mode,
                 local_process_index=accelerator.local_process_index,
+                process_index=accelerator.process_index,
+                num_processes=accelerator.num_processes,
             ),
         }
         return {"model": self.model, "tokenizer": self.processing_class, **settings.get(engine, {})}

@@ -89,6 +89,7 @@ class PublishingMixin:
 
         step = self.state.global_step
         if self._drift_cache is None or self._drift_cache[0] != step:
+            self.backend.sync_mirror()
             drift = compute_drift(self.base_model_id, drift_weights(self.model, self.backend.centre.state_dict()))
             self._drift_cache = (step, drift)
         return self._drift_cache[1]

