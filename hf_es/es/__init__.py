@@ -6,6 +6,7 @@ from .noise import GaussianNoise, NoiseSource, NoiseTable, make_noise_source, st
 from .placement import MASTER_DEVICES, MasterPlacement, choose_master_device, master_device_for
 from .population import ESEstimate, Member, estimate_update, make_population, member_seed
 from .shaping import FITNESS_SHAPING, centered_rank, get_fitness_shaping, no_shaping, zscore
+from .sharding import ShardedNoise, ShardSpec
 
 __all__ = [
     "FITNESS_SHAPING",
@@ -20,6 +21,8 @@ __all__ = [
     "Member",
     "NoiseSource",
     "NoiseTable",
+    "ShardSpec",
+    "ShardedNoise",
     "centered_rank",
     "check_same_noise_on_every_process",
     "choose_master_device",
