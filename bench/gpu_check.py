@@ -32,6 +32,8 @@ import torch
 
 from hf_es.es import ESCentre, make_noise_source, master_device_for
 
+from . import tp_shards
+
 MODEL_SHAPES: dict[str, dict[str, Any]] = {
     # Qwen2.5-0.5B / 1.5B shapes (config.json of the released checkpoints), random weights.
     "qwen2.5-0.5b-shaped": dict(
@@ -305,6 +307,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    # One rank's shards of a TP-2 engine on Llama-7B-shaped layers (bench/tp_shards.py): per-shard perturb / restore /
+    # update against the whole layers, and whether each slice equals the whole tensor's.
+    tp_entry: dict[str, Any] = {}
+    report.data["models"]["tp2_layer_shards"] = tp_entry
+    tp_shape, tp_layers = (tp_shards.TINY_LAYER, 1) if args.tiny else (tp_shards.LLAMA_7B_LAYER, 2)
+    report.section(
+        tp_entry,
+        "tp_shards",
+        args.time_budget_s,
+        tp_shards.run,
+        tp_shape,
+        2,
+        tp_layers,
+        args.population_size,
+        2,
+        str(device),
+    )
     sections = [section for entry in report.data["models"].values() for section in entry.values()]
     report.data["all_checks_pass"] = (
         not report.data["errors"]
@@ -316,6 +335,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if isinstance(section, dict)
             for key, value in section.items()
             if key.startswith(("restore_exact", "update_matches", "host_and_device"))
+        )
+        and all(
+            section.get(noise_type, {}).get("slices_exact", True) is not False
+            for section in report.data["models"]["tp2_layer_shards"].values()
+            if isinstance(section, dict)
+            for noise_type in ("table", "gaussian")
         )
     )
     report.flush()

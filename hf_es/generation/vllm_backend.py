@@ -1,12 +1,13 @@
 """Generation with a colocated vLLM engine whose weights ES perturbs in place.
 
 One engine runs in each Accelerate process (TRL's colocate recipe: `distributed_executor_backend="external_launcher"`
-under `accelerate launch`, a plain in-process engine otherwise), with the engine core in the calling process
-(`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that its weights are ordinary tensors of this process. ES then moves those
-tensors directly: [`VLLMGenerationBackend.live_weights`] returns Hugging Face-named *views* of vLLM's parameters,
-un-fusing `qkv_proj` into `q_proj | k_proj | v_proj` and `gate_up_proj` into `gate_proj | up_proj` (contiguous row
-slices), with tied embeddings once. [`hf_es.es.ESCentre`] therefore regenerates exactly the same noise (keyed by the HF
-name) as with the transformers backend, and the centre stays bit-identical between the two backends.
+under `accelerate launch`, a plain engine otherwise; with `tensor_parallel_size=T > 1`, one engine of T ranks per
+process). ES runs inside the engine's workers ([`hf_es.generation.vllm_worker`], vLLM's worker extension driven by
+`LLM.collective_rpc`, whether the engine is in this process, `VLLM_ENABLE_V1_MULTIPROCESSING=0`, hf_es's default, or
+in its own): each rank maps its parameters to Hugging Face names, un-fusing `qkv_proj` into `q_proj | k_proj | v_proj`
+and `gate_up_proj` into `gate_proj | up_proj` (contiguous row slices), with tied embeddings once, and keeps the fp32
+master of its slice. The noise is regenerated per HF name and whole-tensor chunk exactly as with the transformers
+backend, so the centre stays bit-identical between the two backends at TP=1 (and equal to fp32 rounding at TP > 1).
 
 Three things make in-place perturbation safe inside vLLM:
 
@@ -35,10 +36,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..es import ESCentre, NoiseSource, stable_seed
+from ..es import NoiseSource, stable_seed
 from .base import GenerationBackend, GenerationResult, SamplingConfig
 from .transformers_backend import refuse_quantized_weights
 from .vllm_weights import engine_model, hf_named_views, keep_live_cpu_weights, refuse_quantized_engine
+from .vllm_worker import (
+    EXTENSION,
+    WorkerCentre,
+    gather_whole,
+    in_process,
+    load_whole,
+    place_engine,
+    prepare_worker_environment,
+)
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
@@ -46,6 +56,11 @@ if TYPE_CHECKING:
 __all__ = ["VLLMGenerationBackend", "hf_named_views", "keep_live_cpu_weights", "refuse_quantized_engine"]
 
 logger = logging.getLogger(__name__)
+
+
+def _local_processes(accelerator: Any) -> int:
+    """Number of Accelerate processes on this node."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
 
 
 class VLLMGenerationBackend(GenerationBackend):
@@ -62,7 +77,8 @@ class VLLMGenerationBackend(GenerationBackend):
         seed: Engine seed (sampling uses per-request seeds derived from the `generate` seed).
         gpu_memory_utilization: Fraction of accelerator memory for the engine (weights + KV cache).
         max_model_len: Context window (`None`: the model's).
-        tensor_parallel_size: Only 1 is supported: ES perturbs full HF-named tensors.
+        tensor_parallel_size: Ranks of the engine; each holds the master of its own shard and regenerates its slice of
+            every whole tensor's noise ([`hf_es.generation.vllm_worker`]).
         distributed_executor_backend: `"external_launcher"` when every Accelerate process runs its own engine.
         enable_sleep_mode: Create the engine with sleep mode (see [`sleep`] / [`wake_up`]).
         enable_prefix_caching: Share prompt KV within a member; the cache is reset after every weight change.
@@ -77,6 +93,10 @@ class VLLMGenerationBackend(GenerationBackend):
             share storage with the master when it is on `master_device`), so saving it saves the centre.
         llm_kwargs: Extra keyword arguments for `vllm.LLM`.
     """
+
+    # `ESConfig.es_master_device`, set by `from_trainer`: how the ranks of an engine outside this process place their
+    # shards' masters (in-process engines take the device the trainer measured).
+    master_placement: str | None = None
 
     def __init__(
         self,
@@ -98,14 +118,8 @@ class VLLMGenerationBackend(GenerationBackend):
         mirror_model: PreTrainedModel | None = None,
         llm_kwargs: dict[str, Any] | None = None,
     ):
-        if tensor_parallel_size != 1:
-            raise NotImplementedError(
-                "ES with vLLM needs vllm_tensor_parallel_size=1: each process perturbs full HF-named tensors of its "
-                "own engine. Use data parallelism (one engine per process) instead."
-            )
-        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "1":
-            raise ValueError("VLLM_ENABLE_V1_MULTIPROCESSING=1 puts the engine in another process; unset it.")
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # Tensor parallelism and engines in their own processes: see hf_es.generation.vllm_worker.
+        prepare_worker_environment()
         from vllm import LLM
 
         if isinstance(dtype, torch.dtype):
@@ -128,8 +142,11 @@ class VLLMGenerationBackend(GenerationBackend):
             enable_prefix_caching=enable_prefix_caching,
             load_format=load_format,
         )
+        if distributed_executor_backend is None and tensor_parallel_size > 1:
+            distributed_executor_backend = "mp"
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        kwargs["worker_extension_cls"] = EXTENSION
         if not torch.cuda.is_available():
             # vLLM's CPU runner crashes ("CPU Generator does not use offset") when it rewinds the generator of a
             # seeded request whose prefill was chunked; whole-prompt prefills avoid it.
@@ -139,9 +156,12 @@ class VLLMGenerationBackend(GenerationBackend):
         kwargs.update(llm_kwargs or {})
         with keep_live_cpu_weights():
             self.llm: LLM = LLM(**kwargs)
-        engine = engine_model(self.llm)
-        refuse_quantized_engine(engine, self.llm.llm_engine.model_config.quantization)
-        self._views = hf_named_views(engine)
+        self.llm.collective_rpc("es_quantization_check", args=(self.llm.llm_engine.model_config.quantization,))
+        self._shapes = {
+            name: tuple(shape) for name, (shape, _, _) in self.llm.collective_rpc("es_describe")[0].items()
+        }
+        # In-process single-rank engines expose live views (placement, tests); others hand out gathered copies.
+        self._views = hf_named_views(engine_model(self.llm)) if in_process(self.llm) else None
         if initial_weights is not None:
             self.load_weights(initial_weights)
 
@@ -167,10 +187,8 @@ class VLLMGenerationBackend(GenerationBackend):
         tokenizer = trainer.processing_class
         world, rank = accelerator.num_processes, accelerator.process_index
         tp = args.vllm_tensor_parallel_size
-        if not torch.cuda.is_available():
-            # Two CPU engines would both pin their compute thread to core 0.
-            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(accelerator.local_process_index))
-            os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+        # P processes x TP T: one engine of T ranks per process, on its own T devices (or cores).
+        place_engine(accelerator.local_process_index, _local_processes(accelerator), tp)
         param_dtype = next(model.parameters()).dtype
         config_dir = tempfile.mkdtemp(prefix="hf_es_vllm_")
         try:
@@ -184,11 +202,11 @@ class VLLMGenerationBackend(GenerationBackend):
                 config_dir,
                 tokenizer,
                 dtype=param_dtype,
-                seed=args.seed + rank // tp,
+                seed=args.seed + rank,
                 gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                 max_model_len=args.vllm_max_model_length,
                 tensor_parallel_size=tp,
-                distributed_executor_backend="external_launcher" if world > 1 else None,
+                distributed_executor_backend="external_launcher" if world > 1 and tp == 1 else None,
                 enable_sleep_mode=args.vllm_enable_sleep_mode,
                 load_format="dummy",
                 initial_weights=dict(model.named_parameters()),
@@ -197,6 +215,7 @@ class VLLMGenerationBackend(GenerationBackend):
             )
         finally:
             shutil.rmtree(config_dir, ignore_errors=True)
+        backend.master_placement = args.es_master_device
         if model.device.type != "cpu":
             model.to("cpu")
             if torch.cuda.is_available():
@@ -206,7 +225,11 @@ class VLLMGenerationBackend(GenerationBackend):
     # ------------------------------------------------------------- weights
 
     def live_weights(self) -> dict[str, torch.Tensor]:
-        return dict(self._views)
+        """HF-named live weights: views of an in-process engine's tensors, else whole float32 copies gathered from
+        the workers (read-only snapshots)."""
+        if self._views is not None:
+            return dict(self._views)
+        return gather_whole(self.llm, live=True)
 
     @torch.no_grad()
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
@@ -215,26 +238,16 @@ class VLLMGenerationBackend(GenerationBackend):
         Args:
             weights: HF name -> tensor, e.g. `dict(hf_model.named_parameters())`.
         """
-        missing, unexpected = set(self._views) - set(weights), set(weights) - set(self._views)
-        if missing or unexpected:
-            raise ValueError(
-                f"HF weights do not match the vLLM engine's: missing {sorted(missing)[:5]}, unexpected "
-                f"{sorted(unexpected)[:5]}. Is this architecture's vLLM naming the same as transformers'?"
-            )
-        for name, view in self._views.items():
-            source = weights[name]
-            if tuple(source.shape) != tuple(view.shape):
-                raise ValueError(f"{name}: HF shape {tuple(source.shape)} != engine shape {tuple(view.shape)}.")
-            view.copy_(source.detach())
+        load_whole(self.llm, weights, self._shapes)
         self._weights_changed()
 
     def centre_state_dict(self) -> dict[str, torch.Tensor]:
         """The exact ES centre as float32 HF-named tensors (for saving); the live weights if no centre exists."""
         if self.centre is not None:
             return self.centre.state_dict()
-        return {name: view.detach().float().cpu() for name, view in self._views.items()}
+        return {name: tensor.detach().float().cpu() for name, tensor in gather_whole(self.llm, live=True).items()}
 
-    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> ESCentre:
+    def init_centre(self, noise: NoiseSource, master_device: torch.device | str | None = None) -> WorkerCentre:
         """Snapshots the engine's weights as the ES centre, with the float32 master on `self.master_device`.
 
         When a `mirror_model` is attached, its weights are copied into the engine first (it is where `Trainer`
@@ -242,7 +255,14 @@ class VLLMGenerationBackend(GenerationBackend):
         """
         if self.mirror_model is not None:
             self.load_weights(dict(self.mirror_model.named_parameters()))
-        self.centre = ESCentre(self.live_weights(), noise, master_device=master_device or self.master_device)
+        if self._views is None and self.master_placement is not None:
+            # The trainer measured gathered host copies; the ranks place their own masters from the request.
+            placement = self.master_placement
+        else:
+            placement = (
+                "cpu" if torch.device(master_device or self.master_device or "cpu").type == "cpu" else "accelerator"
+            )
+        self.centre = WorkerCentre(self.llm, noise, placement)
         self._sync_mirror(alias=True)
         self._weights_changed()
         return self.centre
@@ -277,8 +297,9 @@ class VLLMGenerationBackend(GenerationBackend):
         """Makes the mirror model equal the centre: shares the master's storage where dtype and device allow."""
         if self.mirror_model is None or self.centre is None:
             return
+        masters = self.centre.state_dict()
         for name, param in self.mirror_model.named_parameters():
-            master = self.centre.master[name]
+            master = masters[name]
             if param.data.data_ptr() == master.data_ptr():
                 continue
             if alias and param.dtype == master.dtype and param.device == master.device:
@@ -363,7 +384,7 @@ class VLLMGenerationBackend(GenerationBackend):
         """Shuts the engine down (call before destroying the process group)."""
         llm = getattr(self, "llm", None)
         if llm is not None:
-            self._views = {}
+            self._views = None
             self.centre = None
             del self.llm
             import gc

@@ -30,6 +30,9 @@ def test_tiny_gpu_check_passes_and_reports_every_measurement(tmp_path):
         assert 0 < speed["overhead_fraction"] < 1 and isinstance(speed["meets_overhead_target"], bool)
         assert speed["master_bytes"] == 4 * tiny["build"]["num_parameters"]
     assert tiny["speed_memory_table"]["table_bytes"] == 4 * ((1 << 22) + (1 << 20))  # floor-sized table + padding
+    shards = data["models"]["tp2_layer_shards"]["tp_shards"]  # one TP-2 rank's slices equal the whole tensors'
+    assert shards["table"]["slices_exact"] and shards["gaussian"]["slices_exact"]
+    assert shards["gaussian"]["rank1"]["update"] > 0
 
 
 def test_sections_past_the_time_budget_are_skipped_and_recorded(tmp_path):
