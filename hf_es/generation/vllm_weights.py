@@ -116,6 +116,7 @@ def hf_named_shards(model: torch.nn.Module) -> dict[str, tuple[torch.Tensor, Sha
         RuntimeError: If a parameter has been replaced by an empty tensor (packed CPU weights) or a fused layer's
             pieces do not add up to its parameter.
     """
+    from vllm.distributed import get_tensor_model_parallel_rank, model_parallel_is_initialized
     from vllm.model_executor.layers.linear import (
         ColumnParallelLinear,
         MergedColumnParallelLinear,
@@ -124,6 +125,8 @@ def hf_named_shards(model: torch.nn.Module) -> dict[str, tuple[torch.Tensor, Sha
     )
     from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
 
+    # Replicated tensors (norms) have no rank of their own: the engine's TP rank decides which copy reports them.
+    engine_rank = get_tensor_model_parallel_rank() if model_parallel_is_initialized() else 0
     packed = dict(getattr(model, "packed_modules_mapping", None) or {})
     shards: dict[str, tuple[torch.Tensor, ShardSpec]] = {}
     for name, param in model.named_parameters():
@@ -170,7 +173,7 @@ def hf_named_shards(model: torch.nn.Module) -> dict[str, tuple[torch.Tensor, Sha
         elif isinstance(module, RowParallelLinear) and tp > 1 and param.ndim == 2:
             shards[name] = (data, row_parallel_spec((shape[0], shape[1] * tp), rank, tp))
         else:
-            shards[name] = (data, replicated_spec(shape, rank))
+            shards[name] = (data, replicated_spec(shape, engine_rank))
     return shards
 
 

@@ -295,9 +295,15 @@ class WorkerCentre:
 
 def prepare_worker_environment() -> None:
     """Sets what vLLM's workers read when they start: live CPU weights, and the engine in this process unless
-    `VLLM_ENABLE_V1_MULTIPROCESSING=1` asks for its own processes (in-process engines start 3-4x faster here)."""
+    `VLLM_ENABLE_V1_MULTIPROCESSING=1` asks for its own processes (in-process engines start 3-4x faster here).
+    Call it right before creating each engine."""
     os.environ[LIVE_WEIGHTS_ENV] = "1"
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    from vllm import envs as vllm_envs
+
+    # An earlier in-process engine froze vLLM's reads of the environment; this engine's settings (thread binding,
+    # multiprocessing) must count.
+    getattr(vllm_envs, "disable_envs_cache", lambda: None)()
     if not torch.cuda.is_available():
         from .vllm_weights import install_live_cpu_weights
 

@@ -194,3 +194,57 @@ def test_tp2_engine_in_its_own_processes_matches_in_process(model_dir, tokenizer
         assert own[key] == expected[key], key
     for name, tensor in expected["after"].items():
         assert torch.equal(own["after"][name], tensor), name
+
+
+def _train(tmp_path, model_dir, tp: int):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+
+    from hf_es.trainer import ESConfig, ESTrainer
+
+    def text_reward(completions, **kwargs):  # any reward that separates the members' (random) completions
+        return [float(sum(map(ord, c if isinstance(c, str) else c[-1]["content"])) % 97) for c in completions]
+
+    args = ESConfig(
+        output_dir=str(tmp_path / f"tp{tp}"),
+        population_size=4,
+        sigma=SIGMA,
+        learning_rate=0.01,
+        per_device_train_batch_size=2,
+        max_completion_length=8,
+        temperature=0.0,  # greedy members: rewards do not hinge on sampling noise of another reduction order
+        max_steps=2,
+        report_to="none",
+        save_strategy="no",
+        seed=0,
+        use_vllm=True,
+        vllm_max_model_length=256,
+        vllm_tensor_parallel_size=tp,
+    )
+    trainer = ESTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
+        reward_funcs=text_reward,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [[{"role": "user", "content": q}] for q in PROMPTS]}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+    )
+    try:
+        trainer.train()
+        rewards = [log["reward"] for log in trainer.state.log_history if "reward" in log]
+        return rewards, _copies(trainer.backend.centre.state_dict()), dict(trainer.model.named_parameters())
+    finally:
+        trainer.backend.close()
+
+
+def test_trainer_with_tp2_ends_at_the_tp1_centre(tmp_path, model_dir, monkeypatch):
+    for name in ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU"):  # the backend sets them per engine
+        monkeypatch.delenv(name, raising=False)
+    one_rewards, one_centre, _ = _train(tmp_path, model_dir, 1)
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    two_rewards, two_centre, two_model = _train(tmp_path, model_dir, 2)
+    assert len(one_rewards) == 2 and two_rewards == one_rewards
+    initial = _hf_weights(model_dir)
+    assert any(not torch.equal(one_centre[name], initial[name]) for name in one_centre)  # ES moved
+    for name, tensor in one_centre.items():
+        torch.testing.assert_close(two_centre[name], tensor, rtol=0, atol=1e-6)
+        assert torch.equal(two_model[name].detach(), two_centre[name]), name  # the mirror holds the centre
