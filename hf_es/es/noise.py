@@ -111,9 +111,33 @@ class NoiseSource(ABC):
             An iterator of `(start, end, noise)` with `noise` a float32 tensor of `end - start` elements. The tensor
             may be a view of shared storage: read it, never modify it.
         """
-        for index, start in enumerate(range(0, numel, self.chunk_size)):
-            end = min(start + self.chunk_size, numel)
-            yield start, end, self._chunk(stable_seed(seed, name, index), end - start, torch.device(device))
+        for index in range(self.num_chunks(numel)):
+            yield self.chunk(seed, name, numel, index, device)
+
+    def num_chunks(self, numel: int) -> int:
+        """Number of chunks a flattened tensor of `numel` elements is split into."""
+        return -(-numel // self.chunk_size)
+
+    def chunk(
+        self, seed: int, name: str, numel: int, index: int, device: torch.device | str = "cpu"
+    ) -> tuple[int, int, torch.Tensor]:
+        """Regenerates chunk `index` of the direction of one flattened tensor alone (what [`chunks`] yields).
+
+        Tensor-parallel shards use it to draw only the chunks that overlap their slice ([`hf_es.es.sharding`]).
+
+        Args:
+            seed: The member's seed.
+            name: Stable parameter name.
+            numel: Number of elements of the whole tensor.
+            index: Which chunk, in `[0, num_chunks(numel))`.
+            device: Where the noise should live.
+
+        Returns:
+            `(start, end, noise)` as yielded by [`chunks`].
+        """
+        start = index * self.chunk_size
+        end = min(start + self.chunk_size, numel)
+        return start, end, self._chunk(stable_seed(seed, name, index), end - start, torch.device(device))
 
     def full(self, seed: int, name: str, shape: torch.Size | tuple[int, ...], device: torch.device | str = "cpu"):
         """Materialises the whole direction of one tensor (tests and small tensors; the hot path uses `chunks`).

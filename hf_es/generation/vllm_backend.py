@@ -1,12 +1,13 @@
 """Generation with a colocated vLLM engine whose weights ES perturbs in place.
 
 One engine runs in each Accelerate process (TRL's colocate recipe: `distributed_executor_backend="external_launcher"`
-under `accelerate launch`, a plain in-process engine otherwise), with the engine core in the calling process
-(`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that its weights are ordinary tensors of this process. ES then moves those
-tensors directly: [`VLLMGenerationBackend.live_weights`] returns Hugging Face-named *views* of vLLM's parameters,
-un-fusing `qkv_proj` into `q_proj | k_proj | v_proj` and `gate_up_proj` into `gate_proj | up_proj` (contiguous row
-slices), with tied embeddings once. [`hf_es.es.ESCentre`] therefore regenerates exactly the same noise (keyed by the HF
-name) as with the transformers backend, and the centre stays bit-identical between the two backends.
+under `accelerate launch`, a plain engine otherwise; with `tensor_parallel_size=T > 1`, one engine of T ranks per
+process). ES runs inside the engine's workers ([`hf_es.generation.vllm_worker`], vLLM's worker extension driven by
+`LLM.collective_rpc`, whether the engine is in this process, `VLLM_ENABLE_V1_MULTIPROCESSING=0`, hf_es's default, or
+in its own): each rank maps its parameters to Hugging Face names, un-fusing `qkv_proj` into `q_proj | k_proj | v_proj`
+and `gate_up_proj` into `gate_proj | up_proj` (contiguous row slices), with tied embeddings once, and keeps the fp32
+master of its slice. The noise is regenerated per HF name and whole-tensor chunk exactly as with the transformers
+backend, so the centre stays bit-identical between the two backends at TP=1 (and equal to fp32 rounding at TP > 1).
 
 Three things make in-place perturbation safe inside vLLM:
 
@@ -45,11 +46,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ..es import ESCentre, NoiseSource, stable_seed
+from ..es import NoiseSource, stable_seed
 from ..models import cache_dir
 from .base import GenerationBackend, GenerationResult, SamplingConfig
 from .transformers_backend import refuse_quantized_weights
 from .vllm_weights import engine_model, hf_named_views, keep_live_cpu_weights, refuse_quantized_engine
+from .vllm_worker import (
+    EXTENSION,
+    WorkerCentre,
+    gather_whole,
+    in_process,
+    load_whole,
+    place_engine,
+    prepare_worker_environment,
+)
 
 if TYPE_CHECKING:
     from vllm import LLM, SamplingParams
@@ -87,8 +97,10 @@ class VLLMGenerationBackend(GenerationBackend):
         seed: Engine seed (sampling uses per-request seeds derived from the `generate` seed).
         gpu_memory_utilization: Fraction of accelerator memory for the engine (weights + KV cache).
         max_model_len: Context window (`None`: the model's).
-        tensor_parallel_size: Only 1 is supported: ES perturbs full HF-named tensors.
-        distributed_executor_backend: `"external_launcher"` when every Accelerate process runs its own engine.
+        tensor_parallel_size: Ranks of the engine; each holds the master of its own shard and regenerates its slice of
+            every whole tensor's noise ([`hf_es.generation.vllm_worker`]).
+        distributed_executor_backend: `"external_launcher"` when every Accelerate process runs a single-rank engine;
+            `None` picks vLLM's `"mp"` executor when `tensor_parallel_size > 1`.
         enable_prefix_caching: Share prompt KV within a member; the cache is reset after every weight change.
         load_format: vLLM load format; `"dummy"` skips reading the checkpoint when `initial_weights` is given.
         initial_weights: HF-named tensors copied into the engine after it loads (e.g. the trainer's model), so the
@@ -97,11 +109,16 @@ class VLLMGenerationBackend(GenerationBackend):
         master_device: Default device of the float32 ES master when `init_centre` is given none (`"cpu"`: the
             engine is the only full copy on the accelerator; `None`: next to the engine weights, faster
             perturbations on a GPU). The trainer always passes the device chosen by `es_master_device`.
+        master_placement: `ESConfig.es_master_device` (`"auto"`, `"accelerator"`, `"cpu"`): how the ranks of an
+            engine outside this process place their shards' masters (each measures its own device). `None`: from the
+            device `init_centre` is given, as in-process engines do.
         mirror_model: An HF model made equal to the ES centre when it is read ([`sync_mirror`]: saves, cards, the
             end of training), not after every update; its float32 parameters share storage with the master when it
             is on `master_device` (then it is always equal).
-        local_process_index: This process's index on its machine; a CPU engine pins its compute thread to that
-            core (two CPU engines would both pin core 0).
+        local_process_index: This process's index on its machine: its engine gets devices (GPUs, or CPU cores for
+            its compute threads) `[i*T, (i+1)*T)` ([`place_engine`]; two CPU engines would both pin core 0).
+        local_num_processes: Processes on this machine, each with its own engine (default: `num_processes`); the
+            layout must fit the machine's devices.
         process_index: This process's global rank (`RANK` for `"external_launcher"`).
         num_processes: Number of processes, each with its own engine (`WORLD_SIZE` for `"external_launcher"`).
         llm_kwargs: Extra keyword arguments for `vllm.LLM`.
@@ -128,10 +145,12 @@ class VLLMGenerationBackend(GenerationBackend):
         initial_weights: Mapping[str, torch.Tensor] | None = None,
         eos_token_ids: list[int] | None = None,
         master_device: torch.device | str | None = "cpu",
+        master_placement: str | None = None,
         mirror_model: PreTrainedModel | None = None,
         local_process_index: int = 0,
         process_index: int = 0,
         num_processes: int = 1,
+        local_num_processes: int | None = None,
         llm_kwargs: dict[str, Any] | None = None,
     ):
         in_memory = model if isinstance(model, PreTrainedModel) else None
@@ -139,18 +158,12 @@ class VLLMGenerationBackend(GenerationBackend):
             refuse_quantized_weights(
                 dict(in_memory.named_parameters()), getattr(in_memory.config, "quantization_config", None)
             )
-            if not torch.cuda.is_available():
-                # Two CPU engines would both pin their compute thread to core 0.
-                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(local_process_index))
-                os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-        if tensor_parallel_size != 1:
-            raise NotImplementedError(
-                "ES with vLLM needs vllm_tensor_parallel_size=1: each process perturbs full HF-named tensors of its "
-                "own engine. Use data parallelism (one engine per process) instead."
-            )
-        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "1":
-            raise ValueError("VLLM_ENABLE_V1_MULTIPROCESSING=1 puts the engine in another process; unset it.")
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        if local_num_processes is None:
+            local_num_processes = num_processes
+        # P processes x TP T: one engine of T ranks per process, on its own T devices (or cores).
+        place_engine(local_process_index, local_num_processes, tensor_parallel_size)
+        # Tensor parallelism and engines in their own processes: see hf_es.generation.vllm_worker.
+        prepare_worker_environment()
         from vllm import LLM
 
         if in_memory is not None:
@@ -166,6 +179,7 @@ class VLLMGenerationBackend(GenerationBackend):
         self.tokenizer = tokenizer
         self.enable_prefix_caching = enable_prefix_caching
         self.master_device = master_device
+        self.master_placement = master_placement
         self.mirror_model = mirror_model
         eos = eos_token_ids if eos_token_ids is not None else [tokenizer.eos_token_id]
         self.eos_token_ids = {int(t) for t in eos if t is not None}
@@ -180,8 +194,11 @@ class VLLMGenerationBackend(GenerationBackend):
             enable_prefix_caching=enable_prefix_caching,
             load_format=load_format,
         )
+        if distributed_executor_backend is None and tensor_parallel_size > 1:
+            distributed_executor_backend = "mp"
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
+        kwargs["worker_extension_cls"] = EXTENSION
         if distributed_executor_backend == "external_launcher":
             set_launcher_environment(process_index, local_process_index, num_processes)
         if not torch.cuda.is_available():
@@ -193,9 +210,12 @@ class VLLMGenerationBackend(GenerationBackend):
         kwargs.update(llm_kwargs or {})
         with keep_live_cpu_weights():
             self.llm: LLM = LLM(**kwargs)
-        engine = engine_model(self.llm)
-        refuse_quantized_engine(engine, self.llm.llm_engine.model_config.quantization)
-        self._views = hf_named_views(engine)
+        self.llm.collective_rpc("es_quantization_check", args=(self.llm.llm_engine.model_config.quantization,))
+        self._shapes = {
+            name: tuple(shape) for name, (shape, _, _) in self.llm.collective_rpc("es_describe")[0].items()
+        }
+        # In-process single-rank engines expose live views (placement, tests); others hand out gathered copies.
+        self._views = hf_named_views(engine_model(self.llm)) if in_process(self.llm) else None
         if initial_weights is not None:
             self.load_weights(initial_weights)
         if in_memory is not None and in_memory.device.type != "cpu":
@@ -206,7 +226,11 @@ class VLLMGenerationBackend(GenerationBackend):
     # ------------------------------------------------------------- weights
 
     def live_weights(self) -> dict[str, torch.Tensor]:
-        return dict(self._views)
+        """HF-named live weights: views of an in-process engine's tensors, else whole float32 copies gathered from
+        the workers (read-only snapshots)."""
+        if self._views is not None:
+            return dict(self._views)
+        return gather_whole(self.llm, live=True)
 
     @torch.no_grad()
     def load_weights(self, weights: Mapping[str, torch.Tensor]) -> None:
@@ -215,24 +239,14 @@ class VLLMGenerationBackend(GenerationBackend):
         Args:
             weights: HF name -> tensor, e.g. `dict(hf_model.named_parameters())`.
         """
-        missing, unexpected = set(self._views) - set(weights), set(weights) - set(self._views)
-        if missing or unexpected:
-            raise ValueError(
-                f"HF weights do not match the vLLM engine's: missing {sorted(missing)[:5]}, unexpected "
-                f"{sorted(unexpected)[:5]}. Is this architecture's vLLM naming the same as transformers'?"
-            )
-        for name, view in self._views.items():
-            source = weights[name]
-            if tuple(source.shape) != tuple(view.shape):
-                raise ValueError(f"{name}: HF shape {tuple(source.shape)} != engine shape {tuple(view.shape)}.")
-            view.copy_(source.detach())
+        load_whole(self.llm, weights, self._shapes)
         self._weights_changed()
 
     def centre_state_dict(self) -> dict[str, torch.Tensor]:
         """The exact ES centre as float32 HF-named tensors (for saving); the live weights if no centre exists."""
         if self.centre is not None:
             return self.centre.state_dict()
-        return {name: view.detach().float().cpu() for name, view in self._views.items()}
+        return {name: tensor.detach().float().cpu() for name, tensor in gather_whole(self.llm, live=True).items()}
 
     def init_centre(
         self,
@@ -241,7 +255,7 @@ class VLLMGenerationBackend(GenerationBackend):
         perturbation: str = "full",
         rank: int = 1,
         non_matrix_noise: str = "full",
-    ) -> ESCentre:
+    ) -> WorkerCentre:
         """Snapshots the engine's weights as the ES centre, with the float32 master on `self.master_device`.
 
         When a `mirror_model` is attached, its weights are copied into the engine first (it is where `Trainer`
@@ -257,7 +271,13 @@ class VLLMGenerationBackend(GenerationBackend):
             )
         if self.mirror_model is not None:
             self.load_weights(dict(self.mirror_model.named_parameters()))
-        super().init_centre(noise, master_device=master_device or self.master_device)
+        if self._views is None and self.master_placement is not None:
+            # The trainer measured gathered host copies; the ranks place their own masters from the request.
+            placement = self.master_placement
+        else:
+            device = torch.device(master_device or self.master_device or "cpu")
+            placement = "cpu" if device.type == "cpu" else "accelerator"
+        self.centre = WorkerCentre(self.llm, noise, placement)
         self._sync_mirror(alias=True)
         self._weights_changed()
         return self.centre
@@ -293,8 +313,9 @@ class VLLMGenerationBackend(GenerationBackend):
         """Makes the mirror model equal the centre: shares the master's storage where dtype and device allow."""
         if self.mirror_model is None or self.centre is None:
             return
+        masters = self.centre.state_dict()  # in-process: the master's own tensors; else gathered from the ranks
         for name, param in self.mirror_model.named_parameters():
-            master = self.centre.master[name]
+            master = masters[name]
             if param.data.data_ptr() == master.data_ptr():
                 continue
             if alias and param.dtype == master.dtype and param.device == master.device:
@@ -409,7 +430,7 @@ class VLLMGenerationBackend(GenerationBackend):
         """Shuts the engine down (call before destroying the process group)."""
         llm = getattr(self, "llm", None)
         if llm is not None:
-            self._views = {}
+            self._views = None
             self.centre = None
             del self.llm
             import gc

@@ -12,17 +12,31 @@ CUDA, unquantized Linear layers read their parameter directly already. vLLM is i
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import torch
 
+from ..es.sharding import (
+    ShardSpec,
+    column_parallel_spec,
+    replicated_spec,
+    row_parallel_spec,
+    vocab_parallel_spec,
+)
 from .transformers_backend import refuse_quantized_weights
 
 if TYPE_CHECKING:
     from vllm import LLM
 
-__all__ = ["engine_model", "hf_named_views", "keep_live_cpu_weights", "refuse_quantized_engine"]
+__all__ = [
+    "engine_model",
+    "hf_named_shards",
+    "hf_named_views",
+    "install_live_cpu_weights",
+    "keep_live_cpu_weights",
+    "refuse_quantized_engine",
+]
 
 
 @contextlib.contextmanager
@@ -33,11 +47,27 @@ def keep_live_cpu_weights() -> Iterator[None]:
     Linear weight into a kernel-specific packed layout and, for Linear layers, replaces the parameter with an empty
     tensor. Inside this context the dispatch instead binds `torch.nn.functional.linear` to the parameter itself, so
     writing into the parameter changes what the model computes. Non-2-D weights (MoE experts, causal convolutions)
-    keep vLLM's own dispatch. Has no effect on other platforms.
+    keep vLLM's own dispatch. Has no effect on other platforms. Worker processes apply it with
+    [`install_live_cpu_weights`] (see [`hf_es.generation.vllm_worker`]).
+    """
+    undo = install_live_cpu_weights()
+    try:
+        yield
+    finally:
+        undo()
+
+
+def install_live_cpu_weights() -> Callable[[], None]:
+    """Applies [`keep_live_cpu_weights`]'s dispatch in this process until the returned function undoes it.
+
+    Returns:
+        A function restoring vLLM's dispatch (a no-op when the live dispatch was already installed).
     """
     from vllm.model_executor.layers import utils as layer_utils
 
     original = layer_utils.dispatch_cpu_unquantized_gemm
+    if getattr(original, "hf_es_live", False):
+        return lambda: None
 
     def dispatch_live(layer: torch.nn.Module, remove_weight: bool) -> None:
         if layer.weight.ndim != 2:
@@ -45,59 +75,106 @@ def keep_live_cpu_weights() -> Iterator[None]:
             return
         layer.cpu_linear = torch.nn.functional.linear
 
+    dispatch_live.hf_es_live = True
     layer_utils.dispatch_cpu_unquantized_gemm = dispatch_live
-    try:
-        yield
-    finally:
+
+    def undo() -> None:
         layer_utils.dispatch_cpu_unquantized_gemm = original
+
+    return undo
 
 
 def hf_named_views(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Maps a vLLM model's parameters to Hugging Face parameter names, as views that share the engine's storage.
 
-    Fused parameters listed in the model's `packed_modules_mapping` (e.g. `qkv_proj: [q_proj, k_proj, v_proj]`,
-    `gate_up_proj: [gate_proj, up_proj]`) are split along their output dimension with the layer's `output_sizes`;
-    each piece is a contiguous row slice, hence a contiguous view. Shared parameters (tied embeddings) appear once.
-
     Args:
-        model: The `torch.nn.Module` inside the vLLM worker (tensor parallel size 1).
+        model: The `torch.nn.Module` inside a vLLM worker (with tensor parallelism: the rank's shard).
 
     Returns:
-        HF name -> view into the live engine tensor.
+        HF name -> view into the live engine tensor (the rank's slice of it, see [`hf_named_shards`]).
+    """
+    return {name: view for name, (view, _) in hf_named_shards(model).items()}
+
+
+def hf_named_shards(model: torch.nn.Module) -> dict[str, tuple[torch.Tensor, ShardSpec]]:
+    """Maps a (tensor-parallel) vLLM model's parameters to Hugging Face names, each with the part of it this rank holds.
+
+    Fused parameters listed in the model's `packed_modules_mapping` (e.g. `qkv_proj: [q_proj, k_proj, v_proj]`,
+    `gate_up_proj: [gate_proj, up_proj]`) are split along their output dimension into the rank's rows of each
+    component; each piece is a contiguous row slice, hence a contiguous view. Column-parallel layers hold a block of
+    rows (KV heads may be replicated across ranks when the TP size exceeds their count), row-parallel layers a block of
+    input columns (their bias is replicated), vocab-parallel embeddings / LM heads a block of vocabulary rows (without
+    vLLM's padding rows), everything else (norms) is replicated. Shared parameters (tied embeddings) appear once.
+
+    Args:
+        model: The `torch.nn.Module` inside a vLLM worker.
+
+    Returns:
+        HF name -> (view into the live engine tensor, its [`hf_es.es.ShardSpec`] within the whole HF tensor).
 
     Raises:
         RuntimeError: If a parameter has been replaced by an empty tensor (packed CPU weights) or a fused layer's
             pieces do not add up to its parameter.
     """
+    from vllm.distributed import get_tensor_model_parallel_rank, model_parallel_is_initialized
+    from vllm.model_executor.layers.linear import (
+        ColumnParallelLinear,
+        MergedColumnParallelLinear,
+        QKVParallelLinear,
+        RowParallelLinear,
+    )
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    # Replicated tensors (norms) have no rank of their own: the engine's TP rank decides which copy reports them.
+    engine_rank = get_tensor_model_parallel_rank() if model_parallel_is_initialized() else 0
     packed = dict(getattr(model, "packed_modules_mapping", None) or {})
-    views: dict[str, torch.Tensor] = {}
+    shards: dict[str, tuple[torch.Tensor, ShardSpec]] = {}
     for name, param in model.named_parameters():
         if param.numel() == 0:
             raise RuntimeError(
                 f"vLLM parameter {name} is empty: the engine repacked its weights, so in-place perturbation would not "
-                "reach the matmuls. Create the engine inside `keep_live_cpu_weights()` (VLLMGenerationBackend does)."
+                "reach the matmuls. Create the engine inside `keep_live_cpu_weights()` (VLLMGenerationBackend does; "
+                "worker processes import hf_es.generation.vllm_worker with HF_ES_VLLM_LIVE_WEIGHTS=1)."
             )
         module_path, _, leaf = name.rpartition(".")
         prefix, _, module_name = module_path.rpartition(".")
-        parts = packed.get(module_name)
-        if not parts:
-            views[name] = param.data
-            continue
         module = model.get_submodule(module_path)
-        sizes = list(getattr(module, "output_sizes", []))
-        if getattr(module, "tp_size", 1) != 1:
-            raise NotImplementedError("HF-named views of tensor-parallel shards are not supported (use tp size 1).")
-        if len(sizes) != len(parts) or sum(sizes) != param.shape[0]:
-            raise RuntimeError(
-                f"Cannot un-fuse {name}: pieces {parts} with output sizes {sizes} do not match shape "
-                f"{tuple(param.shape)}."
-            )
-        offset = 0
-        for part, size in zip(parts, sizes):
-            hf_name = f"{prefix}.{part}.{leaf}" if prefix else f"{part}.{leaf}"
-            views[hf_name] = param.data.narrow(0, offset, size)
-            offset += size
-    return views
+        rank, tp = getattr(module, "tp_rank", 0), getattr(module, "tp_size", 1)
+        data, shape = param.data, tuple(param.shape)
+        parts = packed.get(module_name)
+        if parts and isinstance(module, (QKVParallelLinear, MergedColumnParallelLinear)):
+            if isinstance(module, QKVParallelLinear):
+                heads = [module.total_num_heads, module.total_num_kv_heads, module.total_num_kv_heads]
+                sizes = [n * module.head_size for n in heads[:2]] + [module.total_num_kv_heads * module.v_head_size]
+                replicas = [1, module.num_kv_head_replicas, module.num_kv_head_replicas]
+            else:
+                sizes, replicas = list(module.output_sizes), [1] * len(module.output_sizes)
+            specs = [column_parallel_spec((size, *shape[1:]), rank, tp, rep) for size, rep in zip(sizes, replicas)]
+            if len(specs) != len(parts) or sum(spec.size for spec in specs) != shape[0]:
+                raise RuntimeError(
+                    f"Cannot un-fuse {name}: pieces {parts} with output sizes {sizes} do not match shape {shape}."
+                )
+            offset = 0
+            for part, spec in zip(parts, specs):
+                hf_name = f"{prefix}.{part}.{leaf}" if prefix else f"{part}.{leaf}"
+                shards[hf_name] = (data.narrow(0, offset, spec.size), spec)
+                offset += spec.size
+            continue
+        if isinstance(module, VocabParallelEmbedding):
+            indices = module.shard_indices
+            if indices.num_added_elements:
+                raise NotImplementedError(f"{name}: ES does not evolve added (LoRA) vocabulary rows.")
+            spec = vocab_parallel_spec((module.org_vocab_size, *shape[1:]), rank, tp, module.padding_size)
+            if (spec.start, spec.size) != (indices.org_vocab_start_index, indices.num_org_elements):
+                raise RuntimeError(f"{name}: vLLM's vocabulary shard {indices} differs from {spec}.")
+            shards[name] = (data.narrow(0, 0, spec.size), spec)
+        elif isinstance(module, ColumnParallelLinear) and tp > 1:
+            shards[name] = (data, column_parallel_spec((shape[0] * tp, *shape[1:]), rank, tp))
+        elif isinstance(module, RowParallelLinear) and tp > 1 and param.ndim == 2:
+            shards[name] = (data, row_parallel_spec((shape[0], shape[1] * tp), rank, tp))
+        else:
+            shards[name] = (data, replicated_spec(shape, engine_rank))
+    return shards
 
 
 def engine_model(llm: LLM) -> torch.nn.Module:

@@ -234,16 +234,29 @@ class ESTrainer(RewardEvaluationMixin, CheckpointingMixin, PublishingMixin, Trai
         args, accelerator = self.args, self.accelerator
         settings: dict[str, dict[str, Any]] = {
             "transformers": dict(batch_size=args.generation_max_rows or "auto"),
-            # TRL's colocate recipe: one engine per Accelerate process, seeded per tensor-parallel group.
+            # One engine per Accelerate process (TRL's colocate recipe), of `vllm_tensor_parallel_size` ranks of its
+            # own (the backend's `"mp"` executor when > 1), so seeded per process.
             "vllm": dict(
-                seed=args.seed + accelerator.process_index // args.vllm_tensor_parallel_size,
+                seed=args.seed + accelerator.process_index,
                 gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                 max_model_len=args.vllm_max_model_length,
                 tensor_parallel_size=args.vllm_tensor_parallel_size,
-                distributed_executor_backend="external_launcher" if accelerator.num_processes > 1 else None,
+                distributed_executor_backend=(
+                    "external_launcher"
+                    if accelerator.num_processes > 1 and args.vllm_tensor_parallel_size == 1
+                    else None
+                ),
+                master_placement=args.es_master_device,
                 local_process_index=accelerator.local_process_index,
                 process_index=accelerator.process_index,
                 num_processes=accelerator.num_processes,
+                # `accelerate launch` sets LOCAL_WORLD_SIZE; one process is alone on its machine whatever the
+                # environment says (an earlier engine's workers may have left the variable behind).
+                local_num_processes=(
+                    1
+                    if accelerator.num_processes == 1
+                    else int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+                ),
             ),
         }
         return {"model": self.model, "tokenizer": self.processing_class, **settings.get(engine, {})}

@@ -122,6 +122,13 @@ def check_perturbations_land(
     for name in live:
         probe.groups.setdefault(weight_group(name), []).append(name)
     prompts = list(prompts)
+    if any(tensor.is_meta for tensor in live.values()):
+        # A tensor-parallel or out-of-process vLLM engine: its weights live in its workers, out of this process's reach.
+        logger.warning(
+            "Cannot prove that perturbations reach generation: the engine's weights are in other processes."
+        )
+        probe.skipped = list(probe.groups)
+        return probe
     try:
         reference = backend.prompt_logits(prompts)
     except NotImplementedError as error:

@@ -42,6 +42,9 @@ def test_tiny_gpu_check_passes_and_reports_every_measurement(tmp_path):
     assert low_rank["rows_bounded"] and low_rank["low_rank_largest_call_rows"] <= 3
     assert low_rank["low_rank_generate_calls"] == 3  # 4 members x 2 prompts in calls of at most 3 rows
     assert low_rank["full_generate_calls"] == 4 and low_rank["full_steps_per_s"] > 0
+    shards = data["models"]["tp2_layer_shards"]["tp_shards"]  # one TP-2 rank's slices equal the whole tensors'
+    assert shards["table"]["slices_exact"] and shards["gaussian"]["slices_exact"]
+    assert shards["gaussian"]["rank1"]["update"] > 0
 
 
 def test_sections_past_the_time_budget_are_skipped_and_recorded(tmp_path):

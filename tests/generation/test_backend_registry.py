@@ -44,9 +44,11 @@ def test_the_trainer_maps_its_config_to_the_vllm_engine_arguments(tmp_path, reco
         "max_model_len": 256,
         "tensor_parallel_size": 1,
         "distributed_executor_backend": None,
+        "master_placement": "auto",  # each rank of a tensor-parallel engine places its own shard's master
         "local_process_index": 0,
         "process_index": 0,
         "num_processes": 1,
+        "local_num_processes": 1,
     }
 
 

@@ -260,15 +260,17 @@ def test_startup_probe_proves_perturbations_land_in_the_engine(hf_backend, vllm_
     for name, view in vllm_backend.live_weights().items():
         assert torch.equal(view, centre[name]), name  # left at the exact centre
 
-    # Control: a backend whose live weights are a detached copy of the engine's is caught.
-    views = vllm_backend._views
-    vllm_backend._views = {name: view.clone() for name, view in views.items()}
+    # Control: a worker whose ES tensors are a detached copy of the engine's weights is caught.
+    shards = vllm_backend.llm.collective_rpc(lambda worker: worker._es_shards())[0]  # the worker's own (in-process)
+    originals = dict(shards)
+    shards.update({name: (view.clone(), spec) for name, (view, spec) in originals.items()})
     try:
         vllm_backend.init_centre(NoiseTable(size=NOISE_TABLE_SIZE))
         with pytest.raises(PerturbationsDoNotLand, match="leaves the logits unchanged"):
             check_perturbations_land(vllm_backend)
     finally:
-        vllm_backend._views = views
+        shards.update(originals)
+        vllm_backend.init_centre(NoiseTable(size=NOISE_TABLE_SIZE))
 
 
 def test_sampling_is_seeded(tokenizer, vllm_backend):

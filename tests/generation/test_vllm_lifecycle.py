@@ -18,22 +18,40 @@ import pytest
 import torch
 from utils import make_args, prompt_dataset, target_token_reward, tiny_llama, tiny_tokenizer
 
-from hf_es.es import GaussianNoise, make_population
-from hf_es.generation import SamplingConfig, TransformersGenerationBackend
+from hf_es.es import GaussianNoise, ShardSpec, make_population
+from hf_es.generation import SamplingConfig, TransformersGenerationBackend, vllm_worker
 from hf_es.generation.vllm_backend import VLLMGenerationBackend, engine_folder, set_launcher_environment
+from hf_es.generation.vllm_worker import ESWorkerExtension
 from hf_es.trainer import ESTrainer
+
+WEIGHTS = {"w": (8, 4), "b": (4,)}
+
+
+@pytest.fixture(autouse=True)
+def in_process_engine(monkeypatch):
+    """The fake engine's worker is in this process (the real check asks vLLM's executor)."""
+    monkeypatch.setattr(vllm_worker, "in_process", lambda llm: True)
 
 
 class FakeLLM:
-    """Records calls; `reset_prefix_cache` answers from `resets` (True when exhausted), `generate` can fail."""
+    """Records calls; `reset_prefix_cache` answers from `resets` (True when exhausted), `generate` can fail.
+
+    Its one in-process "worker" is hf_es's worker extension over two plain tensors (the engine's weights)."""
 
     def __init__(self, resets=(), fail_generate: Exception | None = None, max_logprobs: int = 3, vocab: int = 10):
+        self.worker = ESWorkerExtension()
+        self.worker._es_cached_shards = {
+            name: (torch.zeros(shape, dtype=torch.bfloat16), ShardSpec(shape)) for name, shape in WEIGHTS.items()
+        }
         self.resets = list(resets)
         self.fail_generate = fail_generate
         self.generated: list[tuple[list, Any]] = []
         self.llm_engine = SimpleNamespace(
             model_config=SimpleNamespace(max_logprobs=max_logprobs, get_vocab_size=lambda: vocab, max_model_len=64)
         )
+
+    def collective_rpc(self, method: str, args: tuple = ()) -> list:
+        return [getattr(self.worker, method)(*args)]
 
     def reset_prefix_cache(self) -> bool:
         return self.resets.pop(0) if self.resets else True
@@ -71,7 +89,9 @@ def fake_backend(llm: FakeLLM, mirror: torch.nn.Module | None = None) -> VLLMGen
     backend.master_device = "cpu"
     backend.mirror_model = mirror
     backend.eos_token_ids = {2}
-    backend._views = {"w": torch.zeros(8, 4, dtype=torch.bfloat16), "b": torch.zeros(4, dtype=torch.bfloat16)}
+    backend._views = llm.collective_rpc("es_live")[0]
+    backend._shapes = WEIGHTS
+    backend.master_placement = None
     backend.init_centre(GaussianNoise())
     return backend
 
@@ -123,7 +143,9 @@ def test_concurrent_processes_get_one_complete_engine_folder(tmp_path, monkeypat
 
 def test_launcher_environment_follows_the_accelerator_and_keeps_a_set_port(monkeypatch):
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR"):
-        monkeypatch.setenv(name, "unset")  # so that monkeypatch removes what the function sets
+        # Set, then deleted: monkeypatch only restores what it recorded, and left set they would make every later
+        # test's Accelerate state start a process group.
+        monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     monkeypatch.setenv("MASTER_PORT", "29123")
     set_launcher_environment(process_index=5, local_process_index=1, num_processes=8)
