@@ -62,7 +62,9 @@ def test_recipe_trains_the_bundled_model_and_saves_model_card_and_curve(tmp_path
     card = (out / "README.md").read_text()
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card
     drift = json.loads((out / "drift_stats.json").read_text())
-    logged_steps = [e for e in json.loads((out / "trainer_state.json").read_text())["log_history"] if "update_norm" in e]
+    logged_steps = [
+        e for e in json.loads((out / "trainer_state.json").read_text())["log_history"] if "update_norm" in e
+    ]
     assert any(entry["update_norm"] > 0 for entry in logged_steps)  # a step whose members did not tie
     assert drift["relative_l2"] > 0  # ... moved the weights
     assert "eval_reward:" in proc.stdout
