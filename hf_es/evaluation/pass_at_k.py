@@ -14,12 +14,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from datasets import Dataset
 
 from ..es import stable_seed
 from ..generation import GenerationBackend, SamplingConfig, auto_backend_name, make_backend
-from ..generation.entropy import token_entropy_sums
 from ..metrics.estimators import estimate_maj_at_k
 from .problems import (
     default_reward_name,
@@ -231,12 +229,11 @@ def _sample_problem(problems: _Problems, index: int, model: LoadedModel, text: s
         "answers": [extract_final_answer(completion) for completion in completions],
         "seed": seed,
     }
-    policy = getattr(model.backend, "model", None)
-    if isinstance(policy, torch.nn.Module):  # exact with an in-process transformers model; vLLM records none
-        sums = token_entropy_sums(
-            policy, model.tokenizer, [text], result.completion_ids, num_generations=len(completions)
-        )
-        record["entropy"] = list(sums)  # [summed nats, tokens] of the M samples
+    sums = model.backend.completion_entropy([text], result.completion_ids, len(completions))
+    if sums is not None:  # exact with transformers; a lower bound from the engine's top-k with vLLM
+        record["entropy"] = [sums.total, sums.tokens]  # summed nats, tokens of the M samples
+        if sums.top_k is not None:
+            record["entropy_top_k"] = sums.top_k
     if config.save_completions:
         record["completions"] = completions
     problems.records[problems.ids[index]] = record
@@ -340,11 +337,22 @@ def _finish(entry: dict[str, Any], problems: _Problems, results: dict[str, Any],
     entry["problems"] = problems.ordered()
     selected = {pid: entry["problems"][pid] for pid in problems.ids if pid in entry["problems"]}
     entry["summary"] = summarize(selected, problems.config.num_samples)
-    sums = [record.get("entropy") for record in selected.values()]
-    if sums and all(sums) and sum(tokens for _, tokens in sums):
-        # nats per sampled token, over every problem's M samples (problems stored before entropy was recorded: none)
-        entry["summary"]["mean_token_entropy"] = sum(s for s, _ in sums) / sum(tokens for _, tokens in sums)
+    entry["summary"].update(_entropy_summary(list(selected.values())))
     save_results(results, path)
+
+
+def _entropy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Nats per sampled token over every problem's M samples: `mean_token_entropy` when exact, else
+    `mean_token_entropy_lower_bound` and `entropy_top_k`; nothing unless every problem recorded it the same way."""
+    sums = [record.get("entropy") for record in records]
+    top_ks = {record.get("entropy_top_k") for record in records}
+    if not sums or not all(sums) or len(top_ks) != 1 or not sum(tokens for _, tokens in sums):
+        return {}
+    mean = sum(total for total, _ in sums) / sum(tokens for _, tokens in sums)
+    (top_k,) = top_ks
+    if top_k is None:
+        return {"mean_token_entropy": mean}
+    return {"mean_token_entropy_lower_bound": mean, "entropy_top_k": top_k}
 
 
 def evaluate_checkpoints(

@@ -11,7 +11,7 @@ import torch
 
 from ..es import stable_seed
 from ..generation import GenerationBackend, GenerationResult, SamplingConfig
-from ..generation.entropy import token_entropy_sums
+from ..generation.entropy import EntropySums
 from ..scoring import RewardTally
 
 __all__ = ["RewardEvaluationMixin", "evaluate_rewards"]
@@ -51,33 +51,37 @@ def evaluate_rewards(
 
     Returns:
         `{prefix}_reward`, `{prefix}_rewards/<fn>/mean`, `{prefix}_completions/mean_length`, `{prefix}_runtime`, and
-        with a transformers model behind `backend`, `{prefix}_entropy`: the mean per-token entropy (nats) of the
-        evaluated policy on its own completions ([`~hf_es.generation.entropy.token_entropy_sums`], exact).
+        the mean per-token entropy (nats) of the evaluated policy on its own completions
+        ([`GenerationBackend.completion_entropy`]): `{prefix}_entropy` where it is exact (transformers), else
+        `{prefix}_entropy_lower_bound` with `{prefix}_entropy_top_k`, the k it is bounded from (vLLM).
     """
     start = time.perf_counter()
     indices = list(range(accelerator.process_index, len(dataset), accelerator.num_processes))
     tally = RewardTally(reward_func_names)
-    model = getattr(backend, "model", None)  # an in-process transformers model: its entropy is exact
-    model = model if isinstance(model, torch.nn.Module) else None  # vLLM: no entropy (yet)
-    entropy = torch.zeros(2, dtype=torch.float64)  # summed entropy | completion tokens, this process
+    entropy: EntropySums | None = None  # this process's sums; None while the engine cannot tell
     for offset in range(0, len(indices), batch_size):
         batch = [dataset[i] for i in indices[offset : offset + batch_size]]
         texts = format_prompts([example["prompt"] for example in batch])
         result = backend.generate(texts, sampling, seed=stable_seed(seed, "eval", indices[offset]))
-        if model is not None:
-            ids, generations = result.completion_ids, sampling.num_generations
-            sums = token_entropy_sums(model, backend.tokenizer, texts, ids, num_generations=generations)
-            entropy += torch.tensor(sums, dtype=torch.float64)
+        sums = backend.completion_entropy(texts, result.completion_ids, sampling.num_generations)
+        if sums is not None:
+            entropy = sums if entropy is None else entropy + sums
         scored = score(batch, result, f"evaluation, example {indices[offset]}")
         if scored is not None:
             # `hf_es.scoring.Scores` or a `(per_function, total)` pair: both carry the same two tensors.
             per_function, total = (scored.per_function, scored.total) if hasattr(scored, "total") else scored
             tally.add(per_function, total, result.completion_ids)
     metrics = tally.metrics(accelerator, metric_key_prefix)
-    if model is not None:
+    if entropy is not None:  # every process runs the same engine kind: all or none of them measure it
+        summed = torch.tensor([entropy.total, entropy.tokens], dtype=torch.float64)
         if accelerator.num_processes > 1:
-            entropy = accelerator.reduce(entropy.to(accelerator.device), reduction="sum").cpu()
-        metrics[f"{metric_key_prefix}_entropy"] = float(entropy[0] / entropy[1]) if entropy[1] else float("nan")
+            summed = accelerator.reduce(summed.to(accelerator.device), reduction="sum").cpu()
+        mean = float(summed[0] / summed[1]) if summed[1] else float("nan")
+        if entropy.top_k is None:
+            metrics[f"{metric_key_prefix}_entropy"] = mean
+        else:
+            metrics[f"{metric_key_prefix}_entropy_lower_bound"] = mean
+            metrics[f"{metric_key_prefix}_entropy_top_k"] = float(entropy.top_k)
     metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - start
     return metrics
 

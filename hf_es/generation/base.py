@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..es import ESCentre, Member, NoiseSource, make_centre
+from .entropy import EntropySums
 
 __all__ = ["GenerationBackend", "GenerationResult", "PhaseTimer", "SamplingConfig", "untimed"]
 
@@ -121,6 +122,22 @@ class GenerationBackend(ABC):
 
     def max_context_length(self) -> int | None:
         """Longest prompt + completion the engine accepts, if known."""
+        return None
+
+    def completion_entropy(
+        self, prompts: list[str], completion_ids: list[list[int]], num_generations: int = 1
+    ) -> EntropySums | None:
+        """Next-token entropy of the current weights at every completion token (`q = softmax(logits)` at temperature
+        1, before sampling modifiers), summed.
+
+        Args:
+            prompts: The prompt texts the completions answer.
+            completion_ids: [`GenerationResult.completion_ids`], `num_generations` consecutive entries per prompt.
+            num_generations: Completions per prompt.
+
+        Returns:
+            [`~hf_es.generation.entropy.EntropySums`], or `None` when the engine cannot tell (this default).
+        """
         return None
 
     def init_centre(

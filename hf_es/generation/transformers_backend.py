@@ -11,6 +11,7 @@ from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel,
 
 from ..es import LowRankCentre, Member, stable_seed
 from .base import GenerationBackend, GenerationResult, PhaseTimer, SamplingConfig, untimed
+from .entropy import EntropySums, token_entropy_sums
 from .low_rank import LowRankMemberHooks, PerRowSampler
 
 __all__ = ["TransformersGenerationBackend", "refuse_quantized_weights", "rows_that_fit"]
@@ -111,6 +112,12 @@ class TransformersGenerationBackend(GenerationBackend):
         # named_parameters() yields tied weights (embeddings / LM head) once. Only trainable parameters evolve: a PEFT
         # adapter, or the `es_target_modules` selection (see hf_es.trainer.adapters).
         return {name: param.data for name, param in self.model.named_parameters() if param.requires_grad}
+
+    def completion_entropy(
+        self, prompts: list[str], completion_ids: list[list[int]], num_generations: int = 1
+    ) -> EntropySums:
+        """Exact (one teacher-forced forward pass, [`~hf_es.generation.entropy.token_entropy_sums`])."""
+        return token_entropy_sums(self.model, self.tokenizer, prompts, completion_ids, num_generations=num_generations)
 
     def max_context_length(self) -> int | None:
         return getattr(self.model.config, "max_position_embeddings", None)

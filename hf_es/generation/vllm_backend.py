@@ -49,6 +49,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from ..es import NoiseSource, stable_seed
 from ..models import cache_dir
 from .base import GenerationBackend, GenerationResult, SamplingConfig
+from .entropy import EntropySums, top_k_entropy_lower_bound
 from .transformers_backend import refuse_quantized_weights
 from .vllm_weights import engine_model, hf_named_views, keep_live_cpu_weights, refuse_quantized_engine
 from .vllm_worker import (
@@ -401,6 +402,41 @@ class VLLMGenerationBackend(GenerationBackend):
         completions = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         return GenerationResult(completion_ids=completion_ids, completions=completions, truncated=truncated)
 
+    def _max_logprobs(self) -> int:
+        # vLLM's engine cap on returned log-probabilities per position (-1: uncapped, then vLLM's default 20 is used).
+        configured = self.llm.llm_engine.model_config.max_logprobs
+        return configured if configured > 0 else 20
+
+    @torch.no_grad()
+    def completion_entropy(
+        self, prompts: list[str], completion_ids: list[list[int]], num_generations: int = 1
+    ) -> EntropySums:
+        """A lower bound from the engine's top-k log-probabilities at each completion token (k = `max_logprobs`,
+        default 20; [`~hf_es.generation.entropy.top_k_entropy_lower_bound`]): vLLM returns no full distribution.
+
+        One scoring pass over prompt + completion (`prompt_logprobs`, one new token), with the current weights.
+        """
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        self._fresh_prefix_cache()
+        k = self._max_logprobs()
+        encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        rows = [(encoded[i // num_generations], list(ids)) for i, ids in enumerate(completion_ids) if ids]
+        if not rows:
+            return EntropySums(0.0, 0, k)
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=k, detokenize=False)
+        requests = [TokensPrompt(prompt_token_ids=list(prompt) + completion) for prompt, completion in rows]
+        outputs = self.llm.generate(requests, [params] * len(requests), use_tqdm=False)
+        total, count = 0.0, 0
+        for output, (prompt, completion) in zip(outputs, rows):
+            # prompt_logprobs[t]: the distribution that produced token t (None at t = 0).
+            for position in range(len(prompt), len(prompt) + len(completion)):
+                top = output.prompt_logprobs[position]
+                total += top_k_entropy_lower_bound(logprob.logprob for logprob in top.values())
+                count += 1
+        return EntropySums(total, count, k)
+
     @torch.no_grad()
     def prompt_logits(self, prompts: list[str]) -> torch.Tensor:
         """The engine's next-token log-probabilities after each prompt: its `max_logprobs` most likely tokens, `-inf`
@@ -414,7 +450,7 @@ class VLLMGenerationBackend(GenerationBackend):
 
         self._fresh_prefix_cache()
         config = self.llm.llm_engine.model_config
-        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=config.max_logprobs, detokenize=False)
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=self._max_logprobs(), detokenize=False)
         encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         requests = [TokensPrompt(prompt_token_ids=list(ids)) for ids in encoded]
         outputs = self.llm.generate(requests, params, use_tqdm=False)

@@ -9,9 +9,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from datasets import Dataset
 from trl import GRPOTrainer
 
+from ..es import population_diversity
 from ..evaluation import RewardEvaluationMixin, evaluate_rewards
 from ..generation import SamplingConfig, TransformersGenerationBackend
 from ..model_card import RunFacts
@@ -20,6 +22,7 @@ from ..model_card.sections import lineage_text
 from ..prompts import prompt_texts
 from ..scoring import reward_weights_tensor, score_completions
 from ..trainer.checkpoint_files import write_redacted_training_args
+from ..trainer.step_logging import reaches_threshold, resolve_success_threshold
 
 __all__ = ["GRPOEvalArguments", "SharedEvalGRPOTrainer"]
 
@@ -54,6 +57,26 @@ class SharedEvalGRPOTrainer(RewardEvaluationMixin, GRPOTrainer):
         self.eval_arguments = eval_arguments or GRPOEvalArguments()
         self.run_facts = run_facts  # the card's lineage: the starting checkpoint and the dataset name
         self._shared_reward_weights = reward_weights_tensor(self.args.reward_weights, len(self.reward_funcs))
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # Adds `group/coverage` to TRL 1.16's metrics (it logs the rewards' mean and spread only), the counterpart of
+        # ES's `population/coverage`: the G completions of a prompt play the members.
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training:
+            self._metrics["train"]["group/coverage"].append(self._group_coverage(rewards_per_func))
+        return rewards_per_func
+
+    def _group_coverage(self, rewards_per_func: Any) -> float:
+        """The fraction of a step's prompts with at least one correct completion among their G (gathered over the
+        processes, so every process logs the same value); correct as in ES (`ESConfig.success_threshold`'s
+        default: the total reward reaches its maximum)."""
+        weights = self._shared_reward_weights.to(rewards_per_func.device)
+        threshold = resolve_success_threshold(None, weights.cpu())
+        scorable = ~rewards_per_func.isnan().all(dim=1)
+        total = (rewards_per_func * weights).nansum(dim=1)
+        correct = reaches_threshold(total, threshold).to(torch.float64)
+        success = torch.where(scorable, correct, torch.full_like(correct, float("nan")))
+        return population_diversity(success.cpu().view(-1, self.num_generations).T).coverage
 
     def distributed_summary(self) -> str:
         """How this run is laid out, e.g. `"DEEPSPEED (ZeRO stage 2) x 8 process(es)"` (printed at the start)."""

@@ -17,6 +17,7 @@ __all__ = [
     "member_stats",
     "merge_train_metrics",
     "print_completions",
+    "reaches_threshold",
     "success_rates",
     "resolve_success_threshold",
 ]
@@ -40,6 +41,17 @@ def resolve_success_threshold(configured: float | None, reward_weights: torch.Te
     return float(reward_weights.clamp_min(0).sum())
 
 
+def reaches_threshold(total: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Whether each total reward counts as correct (`False` for NaN).
+
+    Args:
+        total: Weighted total rewards.
+        threshold: From [`resolve_success_threshold`].
+    """
+    # Weighted sums round (0.1 + 0.2 is no float 0.3): a total within 1e-9 relative of the threshold reaches it.
+    return total >= threshold - 1e-9 * max(1.0, abs(threshold))
+
+
 def success_rates(scores: Any, num_prompts: int, threshold: float) -> list[float]:
     """Per prompt, the fraction of its scorable completions whose total reward reaches `threshold`; NaN for a prompt
     without a scorable completion, and for every prompt when `scores` is `None` (the member is left out).
@@ -53,8 +65,7 @@ def success_rates(scores: Any, num_prompts: int, threshold: float) -> list[float
         return [float("nan")] * num_prompts
     total = scores.total.reshape(num_prompts, -1)
     scorable = ~torch.isnan(total)
-    # Weighted sums round (0.1 + 0.2 is no float 0.3): a total within 1e-9 relative of the threshold reaches it.
-    correct = (total >= threshold - 1e-9 * max(1.0, abs(threshold))) & scorable
+    correct = reaches_threshold(total, threshold) & scorable
     counts = scorable.sum(dim=1).to(torch.float64)
     rates = correct.sum(dim=1).to(torch.float64) / counts
     return torch.where(counts > 0, rates, torch.full_like(rates, float("nan"))).tolist()

@@ -1,10 +1,13 @@
-"""Exact token entropy of the centre on its own completions, against `generate`'s raw logits."""
+"""Token entropy of the centre on its own completions: exact against `generate`'s raw logits, and the top-k lower
+bound an engine without full logits (vLLM) reports."""
+
+import math
 
 import pytest
 import torch
 from utils import tiny_llama, tiny_tokenizer
 
-from hf_es.generation.entropy import token_entropy_sums
+from hf_es.generation.entropy import EntropySums, token_entropy_sums, top_k_entropy_lower_bound
 
 
 def _entropy(logits):
@@ -29,14 +32,46 @@ def test_teacher_forced_entropy_equals_the_entropy_of_generates_own_logits():
             completions.append(ids)
             expected += sum(_entropy(out.logits[t][0]) for t in range(len(ids)))
             tokens += len(ids)
-    total, count = token_entropy_sums(model, tokenizer, prompts, completions, num_generations=2, batch_size=3)
+    sums = token_entropy_sums(model, tokenizer, prompts, completions, num_generations=2, batch_size=3)
+    total, count = sums.total, sums.tokens
+    assert sums.top_k is None  # exact
     assert count == tokens > 0
     assert total == pytest.approx(expected, rel=1e-4)
     assert 0 < total / count <= torch.log(torch.tensor(49152.0)).item()  # at most the uniform distribution's
 
 
 def test_no_completion_tokens_give_zero_sums():
-    assert token_entropy_sums(tiny_llama(), tiny_tokenizer(), ["Hi"], [[]]) == (0.0, 0)
+    assert token_entropy_sums(tiny_llama(), tiny_tokenizer(), ["Hi"], [[]]) == EntropySums(0.0, 0)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 20, 100])
+def test_top_k_bound_never_exceeds_the_entropy_and_is_exact_with_every_token(k):
+    generator = torch.Generator().manual_seed(k)
+    for scale in (0.1, 1.0, 5.0):  # flat to peaked distributions over 100 tokens
+        log_q = torch.log_softmax(scale * torch.randn(100, generator=generator, dtype=torch.float64), dim=0)
+        exact = float(-(log_q.exp() * log_q).sum())
+        top = torch.topk(log_q, k).values.tolist()
+        bound = top_k_entropy_lower_bound(top)
+        truncated = -sum(math.exp(v) * v for v in top)  # the top-k terms alone: a weaker bound
+        assert truncated - 1e-12 <= bound <= exact + 1e-12
+        if k == 100:
+            assert bound == pytest.approx(exact, abs=1e-9)
+
+
+def test_top_k_bound_by_hand():
+    # q = (0.5, 0.25, 0.25): top-2 terms 0.5 ln 2 + 0.25 ln 4, the rest (0.25) as one token: exact.
+    assert top_k_entropy_lower_bound([math.log(0.5), math.log(0.25)]) == pytest.approx(1.5 * math.log(2))
+    # A point mass has entropy 0 whatever k; an empty subset bounds nothing but -1 ln 1 = 0.
+    assert top_k_entropy_lower_bound([0.0]) == 0.0 and top_k_entropy_lower_bound([]) == 0.0
+    assert top_k_entropy_lower_bound([math.log(0.5), -math.inf]) == pytest.approx(math.log(2))
+
+
+def test_entropy_sums_add_and_refuse_to_mix_exact_with_bounds():
+    assert EntropySums(1.0, 2) + EntropySums(2.0, 4) == EntropySums(3.0, 6)
+    assert (EntropySums(1.0, 2, 20) + EntropySums(2.0, 2, 20)).mean == 0.75
+    with pytest.raises(ValueError, match="top_k"):
+        EntropySums(1.0, 2) + EntropySums(1.0, 2, 20)
+    assert math.isnan(EntropySums(0.0, 0).mean)
 
 
 def test_trainer_evaluate_logs_the_centres_token_entropy(tmp_path):

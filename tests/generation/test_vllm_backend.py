@@ -189,6 +189,30 @@ def test_large_sigma_changes_greedy_outputs(tokenizer, hf_backend, vllm_backend)
     assert vllm_backend.generate(prompts, sampling).completion_ids == centre.completion_ids
 
 
+def test_completion_entropy_is_the_top_k_lower_bound_of_the_exact_entropy(tokenizer, hf_backend, vllm_backend):
+    from hf_es.generation.entropy import top_k_entropy_lower_bound
+
+    _fresh_centres(hf_backend, vllm_backend)
+    prompts = _prompts(tokenizer)[:3]
+    sampling = SamplingConfig(max_completion_length=16, temperature=1.0, num_generations=2)
+    ids = vllm_backend.generate(prompts, sampling, seed=3).completion_ids
+    bound, exact = vllm_backend.completion_entropy(prompts, ids, 2), hf_backend.completion_entropy(prompts, ids, 2)
+    k = vllm_backend.llm.llm_engine.model_config.max_logprobs
+    assert bound.top_k == k > 0 and exact.top_k is None and bound.tokens == exact.tokens > 0
+    # The same bound from transformers' fp32 logits, position by position: the engine reads the right positions.
+    encoded = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    expected = 0.0
+    for i, completion in enumerate(ids):
+        sequence = encoded[i // 2] + completion
+        with torch.no_grad():
+            log_q = hf_backend.model(torch.tensor([sequence])).logits[0].float().log_softmax(-1)
+        for t in range(len(encoded[i // 2]) - 1, len(sequence) - 1):
+            expected += top_k_entropy_lower_bound(torch.topk(log_q[t], k).values.tolist())
+    assert bound.total == pytest.approx(expected, rel=2e-3)
+    assert bound.total <= exact.total * (1 + 1e-3)  # a lower bound (up to the engines' fp32 rounding)
+    print(f"entropy per token: exact {exact.mean:.4f}, vLLM top-{k} lower bound {bound.mean:.4f}")
+
+
 def test_greedy_completions_agree_with_transformers(tokenizer, hf_backend, vllm_backend):
     _fresh_centres(hf_backend, vllm_backend)
     prompts, sampling = _prompts(tokenizer), SamplingConfig(max_completion_length=48)

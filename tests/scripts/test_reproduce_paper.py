@@ -99,7 +99,7 @@ def test_a_different_plan_in_the_same_output_dir_is_refused(tmp_path):
 def test_compositions_split_the_updates_and_start_from_the_half_way_checkpoint():
     from hf_es.reproduce import get_plan
 
-    plan = get_plan("cpu", total_steps=9, seeds=(3,))
+    plan = get_plan("cpu", total_steps=9, seeds=(3,), compositions=True)
     runs = {run.name: run for run in plan.runs()}
     assert runs["es_s3"].stages == (("es", 9),)
     assert runs["es_grpo_s3"].stages == (("es", 4), ("grpo", 5)) and runs["es_grpo_s3"].init_from == "es_s3"
@@ -107,8 +107,23 @@ def test_compositions_split_the_updates_and_start_from_the_half_way_checkpoint()
     es_args = plan.stage_args("es", 3, 9, save_half=True)
     assert "--noise_seed 3" in es_args and "--save_steps 4" in es_args
     task_args = "--arithmetic_operation mul --arithmetic_min_value 2 --arithmetic_max_value 19"
-    assert f"{task_args} --arithmetic_held_out_fraction 0.25" in es_args  # training never draws an evaluated pair
+    assert f"{task_args} --arithmetic_held_out_fraction 0.45" in es_args  # training never draws an evaluated pair
     assert "--save_steps" not in plan.stage_args("grpo", 3, 5, save_half=False)
+
+
+def test_the_cpu_scale_trains_es_and_grpo_only_and_evaluates_during_training():
+    from hf_es.reproduce import get_plan
+
+    plan = get_plan("cpu")
+    assert [run.name for run in plan.runs()] == [f"{m}_s{s}" for s in plan.seeds for m in ("es", "grpo")]
+    assert plan.methods == ["base", "es", "grpo"] and len(plan.seeds) >= 3 and plan.target.num_problems >= 128
+    args = plan.stage_args("grpo", 0, plan.total_steps, save_half=True)
+    assert "--save_steps" not in args  # no composition needs the half-way checkpoint
+    assert f"--eval_steps {plan.dynamics_eval_steps} --eval_on_start true" in args
+    assert f"--num_eval_samples {plan.dynamics_problems}" in args and "--dataset_test_split test" in args
+    assert "--eval_strategy" not in get_plan("cpu", dynamics_eval_steps=0).stage_args("es", 0, 4, save_half=True)
+    with pytest.raises(ValueError, match="dynamics_eval_steps"):
+        get_plan("cpu", dynamics_eval_steps=-1)
 
 
 @pytest.mark.slow
