@@ -177,6 +177,21 @@ def test_deepscaler_task_reads_a_local_jsonl(tmp_path):
     assert len(evaluation) == 3 and "problem" in evaluation.column_names
 
 
+def test_grpo_group_coverage_counts_prompts_with_a_correct_completion_among_their_g():
+    from types import SimpleNamespace
+
+    from hf_es.grpo import SharedEvalGRPOTrainer
+
+    nan = float("nan")
+    # 3 prompts x G=2 completions (consecutive), two reward functions weighted 1 and 0.5: the maximum total is 1.5.
+    rewards = torch.tensor([[1, 1], [1, 0], [0, 1], [0, 0], [nan, nan], [1, 1]], dtype=torch.float32)
+    trainer = SimpleNamespace(_shared_reward_weights=torch.tensor([1.0, 0.5]), num_generations=2)
+    # prompt 0: one completion reaches 1.5; prompt 1: none; prompt 2: one unscorable, one correct
+    assert SharedEvalGRPOTrainer._group_coverage(trainer, rewards) == pytest.approx(2 / 3)
+    trainer.num_generations = 3  # 2 prompts x G=3: each has a correct completion
+    assert SharedEvalGRPOTrainer._group_coverage(trainer, rewards) == pytest.approx(1.0)
+
+
 # ------------------------------------------------------------------------------- real bundled model (slow)
 
 
@@ -194,6 +209,8 @@ def test_grpo_script_trains_and_writes_lineage_card(tmp_path):
     assert any("reward" in e and "rewards/accuracy_reward/mean" in e for e in history)
     assert any("eval_reward" in e and "eval_completions/mean_length" in e for e in history)
     assert any(e.get("eval_entropy", 0) > 0 for e in history)  # the same token-entropy function as ES
+    coverage = [e["group/coverage"] for e in history if "group/coverage" in e]  # ES's population/coverage twin
+    assert coverage and all(0 <= value <= 1 for value in coverage)
     lineage = json.loads((out / "hf_es_lineage.json").read_text())
     assert lineage == [
         {"method": "GRPO", "model": "HuggingFaceTB/SmolLM2-135M-Instruct", "steps": 1, "dataset": "arithmetic"}

@@ -248,6 +248,7 @@ def _smoke_plan() -> ReproductionPlan:
         _cpu_plan(),
         scale="smoke",
         total_steps=2,
+        seeds=(0, 1),
         target=dataclasses.replace(_CPU_TARGET, num_problems=4),
         heldout=dataclasses.replace(_CPU_HELDOUT, num_problems=4),
         num_samples=4,

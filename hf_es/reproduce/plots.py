@@ -1,5 +1,6 @@
-"""The reproduction's coverage figures with the spread over training seeds: Pass@K profile (K on a log axis) and the
-Pass@1 vs Pass@K Pareto plot. Drift and threshold-sweep figures come from `hf_es.analysis.plots`."""
+"""The reproduction's figures with the spread over training seeds: Pass@K profile (K on a log axis), the Pass@1 vs
+Pass@K Pareto plot and the training dynamics (centre entropy, coverage). Drift and threshold-sweep figures come from
+`hf_es.analysis.plots`."""
 
 from __future__ import annotations
 
@@ -9,9 +10,43 @@ from pathlib import Path
 from .._plotting import pyplot, save_figure
 from ..evaluation import pareto_front
 from ..evaluation.plots import style_pass_at_k_axes
-from .results import MethodResults
+from .results import MethodResults, Spread
 
-__all__ = ["plot_pareto_spread", "plot_profile_spread"]
+__all__ = ["plot_pareto_spread", "plot_profile_spread", "plot_training_dynamics"]
+
+#: Panels of the training-dynamics figure: (title, y label, [(method, log key, legend label)]).
+_DYNAMICS_PANELS = (
+    ("Centre token entropy", "nats per token", [("es", "eval_entropy", "ES"), ("grpo", "eval_entropy", "GRPO")]),
+    ("Coverage of the step's samples", "fraction of training prompts",
+     [("es", "population/coverage", "ES: N greedy members"), ("grpo", "group/coverage", "GRPO: G samples, T=1")]),
+    ("Centre greedy accuracy", "fraction of evaluation problems",
+     [("es", "eval_reward", "ES"), ("grpo", "eval_reward", "GRPO")]),
+)  # fmt: skip
+
+
+def plot_training_dynamics(dynamics: Mapping[str, Mapping[str, Mapping[int, Spread]]], path: Path) -> Path:
+    """Centre token entropy, the coverage of each step's samples, and centre accuracy over training, ES vs GRPO:
+    mean over seeds, the band spanning their min to max ([`~hf_es.reproduce.results.load_dynamics`])."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(_DYNAMICS_PANELS), figsize=(13.5, 3.8))
+    for ax, (title, ylabel, series) in zip(axes, _DYNAMICS_PANELS):
+        for method, key, label in series:
+            curve = dynamics.get(method, {}).get(key)
+            if not curve:
+                continue
+            steps = sorted(curve)
+            (line,) = ax.plot(steps, [curve[s].mean for s in steps], marker="o", markersize=3, label=label)
+            if any(len(curve[s].values) > 1 for s in steps):
+                ax.fill_between(steps, [curve[s].low for s in steps], [curve[s].high for s in steps],
+                                color=line.get_color(), alpha=0.2, linewidth=0)  # fmt: skip
+        ax.set_title(title)
+        ax.set_xlabel("update")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+    fig.suptitle("Training dynamics (mean over seeds, band: min-max)", fontsize=10)
+    return save_figure(fig, path)
 
 
 def plot_profile_spread(methods: Mapping[str, MethodResults], task: str, path: Path, title: str = "") -> Path:

@@ -13,8 +13,8 @@ from ..analysis import DriftReport
 from ..analysis import plots as drift_plots
 from ..metrics.bootstrap import NO_DIFFERENCE
 from .plan import PAPER_REFERENCE, ReproductionPlan
-from .plots import plot_pareto_spread, plot_profile_spread
-from .results import MethodResults, Spread, collect, load_drift, load_sweep
+from .plots import plot_pareto_spread, plot_profile_spread, plot_training_dynamics
+from .results import DYNAMICS, MethodResults, Spread, collect, load_drift, load_dynamics, load_sweep
 
 __all__ = ["BOOTSTRAP", "SECTIONS", "VERDICTS", "build_report"]
 
@@ -24,6 +24,7 @@ SECTIONS = (
     "## Task choice",
     "## Coverage on the rewarded task",
     "## Forgetting: the held-out task",
+    "## Training dynamics",
     "## Parameter drift",
     "## Magnitude-threshold sweep",
     "## Next to the paper",
@@ -56,6 +57,64 @@ def _coverage_rows(methods: dict[str, MethodResults], task: str, m: int) -> list
         cells.append(method.metric(task, "greedy_accuracy").fmt())
         rows.append(f"| {method.label} | " + " | ".join(cells) + " |")
     return rows
+
+
+def _sample_entropy_line(methods: dict[str, MethodResults], task: str) -> str:
+    """The mean token entropy of each checkpoint's M samples, labelled exact or as the engine's top-k lower bound."""
+    cells, labels = [], set()
+    for method in methods.values():
+        summaries = method.summaries.get(task, [])
+        exact = Spread.of([summary.get("mean_token_entropy") for summary in summaries])
+        bound = Spread.of([summary.get("mean_token_entropy_lower_bound") for summary in summaries])
+        if exact.values and not bound.values:
+            cells.append(f"{method.label} {exact.fmt(1, 3)}")
+            labels.add("exact")
+        elif bound.values and not exact.values:
+            cells.append(f"{method.label} {bound.fmt(1, 3)}")
+            ks = {summary.get("entropy_top_k") for summary in summaries}
+            labels.add(f"lower bound from the engine's top-{'/'.join(map(str, sorted(ks)))} log-probabilities")
+    if not cells:
+        return "Token entropy of the samples: not recorded."
+    return f"Token entropy of the M samples (nats per token, {'; '.join(sorted(labels))}): {', '.join(cells)}."
+
+
+def _dynamics_section(root: Path, plan: ReproductionPlan, figures: Path) -> list[str]:
+    dynamics = load_dynamics(root, plan.seeds)
+    if not dynamics:
+        if not plan.dynamics_eval_steps:
+            return ["This plan does not evaluate during training (`dynamics_eval_steps` = 0)."]
+        return ["No training run has finished yet."]
+
+    def ends(method: str, key: str, scale: float, digits: int) -> str:
+        curve = dynamics.get(method, {}).get(key)
+        if not curve:
+            return "n/a"
+        first, last = min(curve), max(curve)
+        return f"{curve[first].fmt(scale, digits)} (update {first}) → {curve[last].fmt(scale, digits)} (update {last})"
+
+    rows = [
+        "| Method | Centre token entropy (nats) | Centre greedy accuracy (%) | Coverage of the step's samples (%) |",
+        "|---|---|---|---|",
+    ]
+    for method, label, coverage in (("es", "ES", "population/coverage"), ("grpo", "GRPO", "group/coverage")):
+        rows.append(
+            f"| {label} | {ends(method, 'eval_entropy', 1, 3)} | {ends(method, 'eval_reward', 100, 1)} "
+            f"| {ends(method, coverage, 100, 1)} |"
+        )
+    figure = plot_training_dynamics(dynamics, figures / "training_dynamics.png")
+    return [
+        f"Every {'' if plan.dynamics_eval_steps == 1 else f'{plan.dynamics_eval_steps} '}update"
+        f"{'' if plan.dynamics_eval_steps == 1 else 's'} (and before the first) each run evaluated its current weights (ES: "
+        f"the centre) greedily on the first {plan.dynamics_problems} rewarded-task evaluation problems. Series: "
+        + "; ".join(f"`{key}`: {text}" for key, text in DYNAMICS.items())
+        + ". ES's members are greedy and GRPO's samples are drawn at its training temperature, so the two coverage "
+        "series measure their own populations, not one quantity. Mean [min–max] over the seeds; descriptive, no "
+        "verdict is drawn from these curves (one evaluation of few problems per point, no interval).",
+        "",
+        *rows,
+        "",
+        f"![training dynamics](figures/{figure.name})",
+    ]
 
 
 def _task_choice(plan: ReproductionPlan, base: MethodResults) -> list[str]:
@@ -271,7 +330,7 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         plan = ReproductionPlan(**{**data, **_plan_tuples(data)})
     figures = root / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    methods = collect(root, plan.seeds)
+    methods = collect(root, plan.seeds, plan.methods)
     drift = load_drift(root, plan.seeds)
     m = plan.num_samples
     lines = [
@@ -281,10 +340,18 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         "",
         f"Model `{plan.model}`. Rewarded task: {plan.target.describe()}. Held-out task (never rewarded): "
         f"{plan.heldout.describe()}. Training seeds: {', '.join(map(str, plan.seeds))}. Every trained checkpoint "
-        f"gets {plan.total_steps} updates ({plan.total_steps_source or 'as configured'}; compositions: "
-        f"{plan.half_steps} + {plan.total_steps - plan.half_steps}; "
-        "their first stage is the same-seed run's half-way checkpoint, whose tokens and wall time are counted "
-        "pro rata). Recipes: `" + Path(plan.es_recipe).name + "`, `" + Path(plan.grpo_recipe).name + "`. "
+        f"gets {plan.total_steps} updates ({plan.total_steps_source or 'as configured'}; "
+        + (
+            f"compositions: {plan.half_steps} + {plan.total_steps - plan.half_steps}; their first stage is the "
+            "same-seed run's half-way checkpoint, whose tokens and wall time are counted pro rata). "
+            if plan.compositions
+            else "the compositions ES→GRPO and GRPO→ES are not part of this plan). "
+        )
+        + "Recipes: `"
+        + Path(plan.es_recipe).name
+        + "`, `"
+        + Path(plan.grpo_recipe).name
+        + "`. "
         f"Evaluation: M={m} samples per problem at T={plan.temperature}, up to {plan.max_new_tokens} new tokens, "
         "greedy decoding once per problem. Values are mean [min–max] over seeds, in % (budgets in units).",
         "",
@@ -302,6 +369,8 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         "",
         *_difference_rows(methods, "target", m),
         "",
+        _sample_entropy_line(methods, "target"),
+        "",
         f"![Pass@K profile]({_figure(plot_profile_spread, methods, 'target', figures / 'pass_at_k_target.png')})",
         f"![Pareto]({_figure(plot_pareto_spread, methods, 'target', m, figures / 'pareto_target.png')})",
         "",
@@ -317,13 +386,17 @@ def build_report(root: str | Path, plan: ReproductionPlan | None = None) -> Path
         "",
         SECTIONS[4],
         "",
-        *_drift_section(drift, plan, figures),
+        *_dynamics_section(root, plan, figures),
         "",
         SECTIONS[5],
         "",
-        *_sweep_section(root, figures, plan, methods["base"]),
+        *_drift_section(drift, plan, figures),
         "",
         SECTIONS[6],
+        "",
+        *_sweep_section(root, figures, plan, methods["base"]),
+        "",
+        SECTIONS[7],
         "",
         *_paper_section(methods, drift, plan),
         "",

@@ -13,10 +13,18 @@ from typing import Any
 from ..evaluation import load_results
 from ..evaluation.uncertainty import compare_entries
 from ..metrics.bootstrap import PairedDifference
-from .budget import record_from_logs
+from .budget import log_history, record_from_logs
 from .plan import METHODS
 
-__all__ = ["MethodResults", "Spread", "collect", "load_drift", "load_sweep"]
+__all__ = ["DYNAMICS", "MethodResults", "Spread", "collect", "load_drift", "load_dynamics", "load_sweep"]
+
+#: The training-dynamics series a run's log history holds: log key -> what it measures.
+DYNAMICS: dict[str, str] = {
+    "eval_entropy": "centre token entropy (nats/token, exact, greedy completions of the evaluation problems)",
+    "eval_reward": "centre greedy accuracy on the evaluation problems",
+    "population/coverage": "ES: chance that one of the N greedy members solves a training prompt",
+    "group/coverage": "GRPO: chance that one of the G sampled completions solves a training prompt",
+}
 
 
 @dataclass(frozen=True)
@@ -102,10 +110,18 @@ def _entry(path: Path) -> dict[str, Any] | None:
     return entries[0] if entries and entries[0].get("summary") else None
 
 
-def collect(root: Path, seeds: Sequence[int]) -> dict[str, MethodResults]:
-    """Every method's evaluation summaries and budgets found under `root` (missing runs are left out)."""
+def collect(root: Path, seeds: Sequence[int], keys: Sequence[str] | None = None) -> dict[str, MethodResults]:
+    """Every method's evaluation summaries and budgets found under `root` (missing runs are left out).
+
+    Args:
+        root: The reproduction's output folder.
+        seeds: Its training seeds.
+        keys: The methods to collect (keys of `METHODS`; default all of them).
+    """
     methods = {}
     for key, (label, _) in METHODS.items():
+        if keys is not None and key not in keys:
+            continue
         runs = ["base"] if key == "base" else [f"{key}_s{seed}" for seed in seeds]
         result = MethodResults(key, label, runs)
         for task in ("target", "heldout"):
@@ -120,6 +136,35 @@ def collect(root: Path, seeds: Sequence[int]) -> dict[str, MethodResults]:
                 result.budgets.append(rebuilt)
         methods[key] = result
     return methods
+
+
+def load_dynamics(root: Path, seeds: Sequence[int]) -> dict[str, dict[str, dict[str, Spread]]]:
+    """The [`DYNAMICS`] series of the ES and GRPO runs over training, per method (`es`, `grpo`), per log key, per
+    step: the [`Spread`] over the seeds that logged it (the last value where a step was logged twice, as the final
+    `evaluate()` repeats the last scheduled one)."""
+    found: dict[str, dict[str, dict[str, Spread]]] = {}
+    for method in ("es", "grpo"):
+        per_seed: dict[str, dict[int, list[float]]] = {key: {} for key in DYNAMICS}
+        for seed in seeds:
+            folder = root / "train" / f"{method}_s{seed}"
+            if not folder.is_dir():
+                continue
+            series: dict[str, dict[int, float]] = {key: {} for key in DYNAMICS}
+            for entry in log_history(folder):
+                for key in DYNAMICS:
+                    if key in entry and "step" in entry:
+                        series[key][int(entry["step"])] = float(entry[key])
+            for key, values in series.items():
+                for step, value in values.items():
+                    per_seed[key].setdefault(step, []).append(value)
+        curves = {
+            key: {step: Spread.of(values) for step, values in sorted(steps.items())}
+            for key, steps in per_seed.items()
+            if steps
+        }
+        if curves:
+            found[method] = curves
+    return found
 
 
 def load_drift(root: Path, seeds: Sequence[int]) -> dict[str, dict[str, Any]]:

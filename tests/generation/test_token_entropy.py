@@ -81,3 +81,30 @@ def test_trainer_evaluate_logs_the_centres_token_entropy(tmp_path):
     metrics = trainer.evaluate(prompt_dataset(4))
     assert 0 < metrics["eval_entropy"] <= torch.log(torch.tensor(49152.0)).item()
     assert trainer.state.log_history[-1]["eval_entropy"] == metrics["eval_entropy"]
+
+
+def test_an_engine_that_only_bounds_the_entropy_logs_it_as_a_lower_bound_with_its_k(tmp_path, monkeypatch):
+    from utils import make_trainer, prompt_dataset
+
+    trainer = make_trainer(tmp_path)
+    calls = []
+
+    def bound(prompts, completion_ids, num_generations=1):
+        calls.append(len(completion_ids))
+        return EntropySums(1.5 * len(completion_ids), len(completion_ids), top_k=20)
+
+    monkeypatch.setattr(trainer.backend, "completion_entropy", bound)
+    metrics = trainer.evaluate(prompt_dataset(4))
+    assert sum(calls) == 4 and "eval_entropy" not in metrics
+    assert metrics["eval_entropy_lower_bound"] == pytest.approx(1.5) and metrics["eval_entropy_top_k"] == 20
+
+
+def test_pass_at_k_summary_labels_a_bound_and_never_mixes_it_with_exact_records():
+    from hf_es.evaluation.pass_at_k import _entropy_summary
+
+    exact = [{"entropy": [3.0, 2]}, {"entropy": [1.0, 2]}]
+    bounded = [{"entropy": [2.0, 2], "entropy_top_k": 20}, {"entropy": [1.0, 2], "entropy_top_k": 20}]
+    assert _entropy_summary(exact) == {"mean_token_entropy": 1.0}
+    assert _entropy_summary(bounded) == {"mean_token_entropy_lower_bound": 0.75, "entropy_top_k": 20}
+    assert _entropy_summary(exact[:1] + bounded[:1]) == {}  # resumed with another engine: no single number
+    assert _entropy_summary(exact + [{}]) == {}  # a problem stored before entropy was recorded

@@ -220,3 +220,34 @@ def test_the_paper_claims_are_judged_by_their_bootstrap_intervals():
     # a method that has not been evaluated yet is said so, not judged
     methods["grpo"] = MethodResults("grpo", "GRPO", ["grpo_s0"])
     assert "GRPO wins Pass@1 over ES: not measured yet." in "\n".join(_claims(methods, 32))
+
+
+def test_training_dynamics_are_read_from_the_runs_logs_and_drawn_per_method(tmp_path):
+    from hf_es.reproduce import Pipeline, build_report, get_plan
+    from hf_es.reproduce.results import load_dynamics
+
+    plan = get_plan("cpu", seeds=(0, 1))
+    Pipeline(plan, tmp_path).check_plan()
+    for seed, shift in ((0, 0.0), (1, 0.2)):
+        es = [{"step": 0, "eval_entropy": 1.0 + shift, "eval_reward": 0.25}]
+        es += [{"step": s, "population/coverage": 0.5 + shift} for s in (1, 2)]
+        es += [{"step": 2, "eval_entropy": 0.9 + shift, "eval_reward": 0.5}] * 2  # the final evaluate() repeats it
+        grpo = [{"step": 0, "eval_entropy": 1.0 + shift}, {"step": 1, "group/coverage": 0.75, "entropy": 3.0}]
+        grpo += [{"step": 2, "eval_entropy": 0.4 + shift}]
+        for method, history in (("es", es), ("grpo", grpo)):
+            folder = tmp_path / "train" / f"{method}_s{seed}"
+            folder.mkdir(parents=True)
+            (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    dynamics = load_dynamics(tmp_path, plan.seeds)
+    assert dynamics["es"]["eval_entropy"][2].values == (0.9, 1.1)  # both seeds, the repeated step once each
+    assert dynamics["es"]["population/coverage"][1].mean == pytest.approx(0.6)
+    assert (
+        dynamics["grpo"]["group/coverage"][1].values == (0.75, 0.75) and "population/coverage" not in dynamics["grpo"]
+    )
+    text = build_report(tmp_path).read_text()
+    section = text.split("## Training dynamics")[1].split("\n## ")[0]
+    assert "| ES | 1.100 [1.000–1.200] (update 0) → 1.000 [0.900–1.100] (update 2) |" in section
+    assert "| GRPO | 1.100 [1.000–1.200] (update 0) → 0.500 [0.400–0.600] (update 2) |" in section
+    assert "75.0 [75.0–75.0] (update 1) → 75.0 [75.0–75.0] (update 1) |" in section
+    assert "no verdict is drawn" in section and (tmp_path / "figures" / "training_dynamics.png").stat().st_size > 0
+    assert "| ES→GRPO |" not in text and "are not part of this plan" in text  # no composition rows
