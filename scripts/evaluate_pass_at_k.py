@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from hf_es.evaluation import (  # noqa: E402
 )
 from hf_es.evaluation.uncertainty import compare_checkpoints  # noqa: E402
 from hf_es.generation import BACKENDS  # noqa: E402
-from hf_es.tasks import TASKS, get_task, is_registered  # noqa: E402
+from hf_es.tasks import TASKS, TaskArguments, get_task, is_registered  # noqa: E402
 
 logger = logging.getLogger("evaluate_pass_at_k")
 
@@ -107,7 +108,12 @@ def _task_options(parser: argparse.ArgumentParser, dataset: str, pairs: list[str
             parser.error(
                 f"--task_option {pair!r}: {dataset!r} takes {sorted(by_field) or 'no options'} (as FIELD=VALUE)."
             )
-        options[by_field[name]] = int(value) if value.lstrip("-").isdigit() else value
+        # The recipe field's type (e.g. `arithmetic_held_out_fraction: float`), as in a recipe or on train_es.py.
+        kind = typing.get_type_hints(TaskArguments).get(name)
+        try:
+            options[by_field[name]] = kind(value) if kind in (int, float) else value
+        except ValueError:
+            parser.error(f"--task_option {pair!r}: {name} takes a{'n integer' if kind is int else ' number'}.")
     return options
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Generator
 from typing import Any
@@ -11,7 +12,7 @@ from transformers import GenerationConfig, LogitsProcessorList, PreTrainedModel,
 
 from ..es import LowRankCentre, Member, stable_seed
 from .base import GenerationBackend, GenerationResult, PhaseTimer, SamplingConfig, untimed
-from .entropy import EntropySums, token_entropy_sums
+from .entropy import EntropySums, kv_cache_keyword, token_entropy_sums
 from .low_rank import LowRankMemberHooks, PerRowSampler
 
 __all__ = ["TransformersGenerationBackend", "refuse_quantized_weights", "rows_that_fit"]
@@ -162,11 +163,28 @@ class TransformersGenerationBackend(GenerationBackend):
         if seed is not None and not sampling.greedy:
             torch.manual_seed(seed)
         completion_ids, truncated = [], []
+        prefix = self._shared_prompt_cache(prompts[0]) if len(prompts) == 1 and sampling.num_generations > 1 else None
         for start in range(0, len(expanded), batch_size):
-            ids, stopped = self._generate_batch(expanded[start : start + batch_size], generation_config)
+            texts = expanded[start : start + batch_size]
+            ids, stopped = self._generate_batch(texts, generation_config, prompt_cache=prefix)
             completion_ids += ids
             truncated += stopped
         return self._result(completion_ids, truncated)
+
+    @torch.no_grad()
+    def _shared_prompt_cache(self, prompt: str) -> Any:
+        """The KV cache of `prompt` minus its last token, computed once for all of its rows (Pass@K draws M samples
+        of one prompt per call: without it, `generate` recomputes the same prompt M times). `None` where the model's
+        cache cannot be repeated over rows or the prompt is a single token."""
+        ids = self.tokenizer([prompt], return_tensors="pt", add_special_tokens=False)["input_ids"]
+        if ids.shape[1] < 2:
+            return None
+        was_training = self.model.training
+        self.model.eval()
+        output = self.model(input_ids=ids[:, :-1].to(self.model.device), use_cache=True)
+        self.model.train(was_training)
+        cache = getattr(output, kv_cache_keyword(self.model))
+        return cache if hasattr(cache, "batch_repeat_interleave") else None
 
     def _result(self, completion_ids: list[list[int]], truncated: list[bool]) -> GenerationResult:
         completions = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
@@ -177,14 +195,27 @@ class TransformersGenerationBackend(GenerationBackend):
         texts: list[str],
         generation_config: GenerationConfig,
         logits_processor: LogitsProcessorList | None = None,
+        prompt_cache: Any = None,
     ) -> tuple[list[list[int]], list[bool]]:
-        """One left-padded `generate` call; returns the completion ids cut at EOS and whether each was truncated."""
+        """One left-padded `generate` call; returns the completion ids cut at EOS and whether each was truncated.
+
+        `prompt_cache`: [`_shared_prompt_cache`] of the one prompt every row of `texts` holds (no padding then), or
+        `None`.
+        """
         was_training = self.model.training
         self.model.eval()
         encoded = self.tokenizer(
             texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False
         ).to(self.model.device)
-        output = self.model.generate(**encoded, generation_config=generation_config, logits_processor=logits_processor)
+        extra: dict[str, Any] = {}
+        if prompt_cache is not None:
+            # generate() extends the cache it is given: each call starts from its own copy, repeated over the rows
+            cache = copy.deepcopy(prompt_cache)
+            cache.batch_repeat_interleave(len(texts))
+            extra[kv_cache_keyword(self.model)] = cache
+        output = self.model.generate(
+            **encoded, generation_config=generation_config, logits_processor=logits_processor, **extra
+        )
         self.model.train(was_training)
         completion_ids, truncated = [], []
         for row in output[:, encoded["input_ids"].shape[1] :].tolist():

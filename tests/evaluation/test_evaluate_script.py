@@ -271,6 +271,10 @@ def test_script_evaluates_the_demo_arithmetic_task_with_a_tiny_model(script, tmp
             ["--model", "m", "--dataset", "arithmetic", "--task_option", "bogus=1"],
             "takes ['arithmetic_held_out_fraction', 'arithmetic_max_value'",
         ),
+        (
+            ["--model", "m", "--dataset", "arithmetic", "--task_option", "arithmetic_max_value=1.5"],
+            "arithmetic_max_value takes an integer",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(script, tmp_path, capsys, argv, message):
@@ -280,6 +284,16 @@ def test_bad_input_exits_2_with_one_line(script, tmp_path, capsys, argv, message
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert err.count("\n") == 2 and "--help" in err.splitlines()[1]
+
+
+def test_task_options_take_the_recipe_fields_types(script):
+    _, config = script.parse_args([
+        "--model", "HuggingFaceTB/SmolLM2-135M-Instruct", "--dataset", "arithmetic",
+        "--task_option", "arithmetic_held_out_fraction=0.45", "--task_option", "arithmetic_max_value=19",
+        "--task_option", "arithmetic_operation=mul", "--output_dir", "unused",
+    ])  # fmt: skip
+    assert config.task_options == {"held_out_fraction": 0.45, "max_value": 19, "operation": "mul"}
+    assert type(config.task_options["max_value"]) is int
 
 
 def test_help_shows_defaults(script, capsys):

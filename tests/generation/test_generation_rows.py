@@ -54,3 +54,26 @@ def test_rows_that_fit_follow_the_model_shape_and_the_free_memory():
     assert rows_that_fit(config, 4096, 40 * gib, torch.bfloat16) == int(40 * gib * 0.8) // per_row == 88
     assert rows_that_fit(config, 8192, 40 * gib, torch.bfloat16) == 44  # twice the tokens, half the rows
     assert rows_that_fit(config, 4096, 1 << 20, torch.bfloat16) == 1  # never zero
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("batch_size", [None, 3])
+def test_samples_of_one_prompt_share_its_prefill_and_match_the_unshared_path(temperature, batch_size):
+    # Pass@K draws M samples of one prompt per call: the prompt's KV is computed once and repeated over the rows.
+    backend = TransformersGenerationBackend(tiny_llama(seed=5), tiny_tokenizer(), batch_size=batch_size)
+    sampling = SamplingConfig(max_completion_length=6, temperature=temperature, num_generations=8)
+    prompt = ["Say something about number 7, please."]
+    cache = backend._shared_prompt_cache(prompt[0])
+    prompt_tokens = len(tiny_tokenizer()(prompt[0], add_special_tokens=False)["input_ids"])
+    assert cache is not None and cache.get_seq_length() == prompt_tokens - 1
+    forwards = []
+    hook = backend.model.register_forward_pre_hook(lambda _, args, kwargs: forwards.append(kwargs["input_ids"].shape), with_kwargs=True)  # fmt: skip
+    shared = backend.generate(prompt, sampling, seed=11)
+    hook.remove()
+    # the prefill once at batch 1, then every generate step sees one new token per row
+    assert forwards[0] == (1, prompt_tokens - 1) and all(shape[1] == 1 for shape in forwards[1:])
+    backend._shared_prompt_cache = lambda text: None
+    unshared = backend.generate(prompt, sampling, seed=11)
+    assert shared.completion_ids == unshared.completion_ids and shared.truncated == unshared.truncated
+    if temperature:
+        assert len({tuple(ids) for ids in shared.completion_ids}) > 1  # really sampled

@@ -108,3 +108,14 @@ def test_pass_at_k_summary_labels_a_bound_and_never_mixes_it_with_exact_records(
     assert _entropy_summary(bounded) == {"mean_token_entropy_lower_bound": 0.75, "entropy_top_k": 20}
     assert _entropy_summary(exact[:1] + bounded[:1]) == {}  # resumed with another engine: no single number
     assert _entropy_summary(exact + [{}]) == {}  # a problem stored before entropy was recorded
+
+
+def test_shared_prompt_path_equals_whole_sequences():
+    # M samples per prompt reuse the prompt's KV; the result is the one every sequence computed whole gives.
+    model, tokenizer = tiny_llama(seed=4), tiny_tokenizer()
+    prompts = ["Say something about number 3.", "Colours: red, green and"]
+    completions = [[5, 6, 7], [8], [], [9, 10, 11, 12]]  # 2 per prompt, one of them empty
+    shared = token_entropy_sums(model, tokenizer, prompts, completions, num_generations=2, batch_size=1)
+    whole = token_entropy_sums(model, tokenizer, [p for p in prompts for _ in (0, 1)], completions)
+    assert shared.tokens == whole.tokens == 8
+    assert shared.total == pytest.approx(whole.total, rel=1e-5)
