@@ -164,4 +164,10 @@ def summary_line(summary: Mapping[str, Any], num_samples: int) -> str:
         line += f", maj@{num_samples}={summary['maj@k'][str(num_samples)]:.3f}"
     if summary.get("greedy_accuracy") is not None:
         line += f", greedy={summary['greedy_accuracy']:.3f}"
-    return line + " (fractions of problems)"
+    line += " (fractions of problems)"
+    if summary.get("mean_token_entropy") is not None:
+        line += f"; token entropy {summary['mean_token_entropy']:.3f} nats"
+    elif summary.get("mean_token_entropy_lower_bound") is not None:
+        bound, k = summary["mean_token_entropy_lower_bound"], summary.get("entropy_top_k")
+        line += f"; token entropy >= {bound:.3f} nats (lower bound from the top-{k} log-probabilities)"
+    return line

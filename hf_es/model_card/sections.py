@@ -199,8 +199,8 @@ def training_summary(
     wall_time_s: float | None,
     total_generated_tokens: int | None,
 ) -> list[tuple[str, str]]:
-    """(label, value) rows: steps, train and eval reward, population coverage and JS diversity, tokens, wall time,
-    hardware."""
+    """(label, value) rows: steps, train and eval reward, population coverage and JS diversity, the centre's token
+    entropy at evaluation (exact, or labelled as a top-k lower bound), tokens, wall time, hardware."""
     rewards = [(e["step"], e["reward"]) for e in log_history if "reward" in e and "step" in e]
     evals = [(e["step"], e["eval_reward"]) for e in log_history if "eval_reward" in e and "step" in e]
     steps = max((e["step"] for e in log_history if "step" in e), default=None)
@@ -223,6 +223,7 @@ def training_summary(
             rows.append((f"{label} (first → last logged)", f"{values[0]:.4g} → {values[-1]:.4g}"))
     if evals:
         rows.append(("Eval reward (last)", f"{evals[-1][1]:.4g} (step {evals[-1][0]})"))
+    rows += _entropy_rows(log_history)
     if total_generated_tokens is not None:
         rows.append(("Total generated tokens", f"{total_generated_tokens:,}"))
     if wall_time_s is not None:
@@ -230,6 +231,21 @@ def training_summary(
     if hardware:
         rows.append(("Hardware", hardware))
     return rows
+
+
+def _entropy_rows(log_history: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The centre's mean token entropy at its first and last evaluation (`hf_es.evaluation.evaluate_rewards`)."""
+    for key, label in (
+        ("eval_entropy", "Centre token entropy at evaluation, nats/token (first → last)"),
+        ("eval_entropy_lower_bound", "Centre token entropy at evaluation, nats/token, lower bound (first → last)"),
+    ):
+        values = [e for e in log_history if key in e and "step" in e]
+        if values:
+            first, last = values[0], values[-1]
+            k = f", from the engine's top-{int(last['eval_entropy_top_k'])} log-probabilities" if "eval_entropy_top_k" in last else ""  # fmt: skip
+            text = f"{first[key]:.4g} (step {first['step']}) → {last[key]:.4g} (step {last['step']}){k}"
+            return [(label, text)]
+    return []
 
 
 def _duration(seconds: float) -> str:

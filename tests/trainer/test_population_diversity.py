@@ -102,3 +102,18 @@ def test_model_card_summary_shows_coverage_and_js_diversity_over_training():
     assert "Population coverage (first → last logged)" not in dict(
         training_summary(history[:0], hardware=None, wall_time_s=None, total_generated_tokens=None)
     )
+
+
+def test_model_card_summary_shows_the_centres_token_entropy_exact_or_as_a_labelled_bound():
+    from hf_es.model_card.sections import training_summary
+
+    def rows(history):
+        return dict(training_summary(history, hardware=None, wall_time_s=None, total_generated_tokens=None))
+
+    exact = [{"step": 0, "eval_entropy": 1.25, "eval_reward": 0.1}, {"step": 8, "eval_entropy": 0.5}]
+    label = "Centre token entropy at evaluation, nats/token (first → last)"
+    assert rows(exact)[label] == "1.25 (step 0) → 0.5 (step 8)"
+    bound = [{"step": 4, "eval_entropy_lower_bound": 0.75, "eval_entropy_top_k": 20.0}]
+    text = rows(bound)["Centre token entropy at evaluation, nats/token, lower bound (first → last)"]
+    assert text == "0.75 (step 4) → 0.75 (step 4), from the engine's top-20 log-probabilities"
+    assert label not in rows([{"step": 1, "reward": 0.3}])  # never evaluated: no row
