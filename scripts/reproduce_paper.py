@@ -15,6 +15,8 @@ examples:
   python scripts/reproduce_paper.py --scale paper --setting easy --execute --output_dir runs/paper_easy
   # rebuild report.md from whatever has finished
   python scripts/reproduce_paper.py --scale cpu --output_dir runs/paper_cpu --report_only
+  # copy the report with everything it is built from (per-problem results, training logs; no weights) to share it
+  python scripts/reproduce_paper.py --scale cpu --output_dir runs/paper_cpu --export docs/reproduce_cpu
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ if (_REPO_ROOT / "hf_es").is_dir() and str(_REPO_ROOT) not in sys.path:
 
 from hf_es.cli import SimpleArgumentParser  # noqa: E402
 from hf_es.recipes.compose import run_stage  # noqa: E402
-from hf_es.reproduce import Pipeline, build_report, get_plan  # noqa: E402
+from hf_es.reproduce import Pipeline, build_report, export_results, get_plan  # noqa: E402
 from hf_es.reproduce.commands import plan_commands  # noqa: E402
 
 logger = logging.getLogger("reproduce_paper")
@@ -56,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--execute", action="store_true", help="With --scale paper: run the pipeline here (a GPU node).")
     add("--skip_training", action="store_true", help="Use checkpoints trained elsewhere under output_dir/train.")
     add("--report_only", action="store_true", help="Only rebuild report.md from the finished stages.")
+    add("--export", default=None, metavar="DIR",
+        help="Copy report.md, figures and the files they are built from (no weights) to DIR, then exit.")  # fmt: skip
     add("--no_progress", action="store_true", help="No progress bars (log lines only).")
     return parser
 
@@ -86,6 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.report_only:
         logger.info("Wrote %s", build_report(output_dir, plan))
+        return 0
+    if args.export:
+        if not (output_dir / "plan.json").is_file():
+            parser.error(f"--export: {output_dir} holds no reproduction (no plan.json); run it first")
+        written = export_results(output_dir, Path(args.export))
+        logger.info("Copied %d files to %s (rebuild with build_report: same report)", len(written), args.export)
         return 0
     pipeline = Pipeline(plan, output_dir, train_fn=None if args.skip_training else run_stage,
                         show_progress=not args.no_progress)  # fmt: skip

@@ -16,7 +16,29 @@ from ..metrics.bootstrap import PairedDifference
 from .budget import log_history, record_from_logs
 from .plan import METHODS
 
-__all__ = ["DYNAMICS", "MethodResults", "Spread", "collect", "load_drift", "load_dynamics", "load_sweep"]
+__all__ = [
+    "DYNAMICS",
+    "MethodResults",
+    "Spread",
+    "collect",
+    "export_results",
+    "load_drift",
+    "load_dynamics",
+    "load_sweep",
+]
+
+#: What the report reads, relative to a reproduction's output folder: everything but the weights.
+REPORT_INPUTS = (
+    "plan.json",
+    "eval/*/*.json",
+    "drift/*.json",
+    "sweep/*/sweep.json",
+    "sweep/*/*/*.json",
+    "train/*/reproduce_run.json",
+    "train/*/trainer_state.json",
+    "train/*/log_history.json",
+    "train/*/hf_es_lineage.json",
+)
 
 #: The training-dynamics series a run's log history holds: log key -> what it measures.
 DYNAMICS: dict[str, str] = {
@@ -183,3 +205,25 @@ def load_sweep(root: Path) -> tuple[str, list[dict[str, Any]]] | None:
     for path in sorted((root / "sweep").glob("*/sweep.json")):
         return path.parent.name, json.loads(path.read_text())
     return None
+
+
+def export_results(root: Path, dest: Path) -> list[Path]:
+    """Copies a reproduction's report, figures and every file the report is built from (per-problem evaluations,
+    training logs, drift, sweep; no weights) from `root` to `dest`, where `build_report(dest)` rebuilds the same
+    report.
+
+    Returns:
+        The files written, relative to `dest`.
+    """
+    import shutil
+
+    root, dest = Path(root), Path(dest)
+    written = []
+    for pattern in (*REPORT_INPUTS, "report.md", "figures/*.png"):
+        for source in sorted(root.glob(pattern)):
+            if source.is_file():
+                relative = source.relative_to(root)
+                (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, dest / relative)
+                written.append(relative)
+    return written

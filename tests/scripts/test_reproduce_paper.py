@@ -141,9 +141,9 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     report = (out / "report.md").read_text()
     assert [line for line in report.splitlines() if line.startswith("## ")] == list(SECTIONS)
-    # rows: budgets (trained methods), target, held-out, their differences to the base (trained methods), and the
-    # paper table (base, ES, GRPO)
-    for label, count in (("Base", 3), ("ES", 6), ("GRPO", 6), ("ES→GRPO", 5), ("GRPO→ES", 5)):
+    # rows: budgets (trained methods), target, held-out, their differences to the base (trained methods), the paper
+    # table (base, ES, GRPO) and the training dynamics (ES, GRPO)
+    for label, count in (("Base", 3), ("ES", 7), ("GRPO", 7), ("ES→GRPO", 5), ("GRPO→ES", 5)):
         rows = [line for line in report.splitlines() if line.startswith(f"| {label} |")]
         assert len(rows) == count and all("n/a" not in row for row in rows), (label, rows)
     plan = get_plan("smoke")
@@ -161,9 +161,20 @@ def test_smoke_run_reports_every_stage_and_a_rerun_skips_them_all(tmp_path):
     verdicts = "|".join(VERDICTS)
     claims = re.findall(rf"^- .*: \*\*({verdicts})\*\* — .*paired bootstrap over \d+ problems", report, re.MULTILINE)
     assert len(claims) == 5  # the paper's claims, each judged by its interval
-    for name in ("pass_at_k_target", "pareto_target", "pass_at_k_heldout", "drift_by_module_type", "threshold_sweep"):
+    for name in ("pass_at_k_target", "pareto_target", "pass_at_k_heldout", "drift_by_module_type", "threshold_sweep",
+                 "training_dynamics"):  # fmt: skip
         figure = out / "figures" / f"{name}.png"
         assert figure.stat().st_size > 1000 and f"figures/{name}.png" in report
+
+    # --export: the report with its raw inputs and no weights; the copy alone rebuilds the same report
+    exported = _run("--smoke", "--output_dir", str(out), "--export", str(tmp_path / "shared"))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    shared = tmp_path / "shared"
+    assert not list(shared.rglob("*.safetensors")) and (shared / "eval" / "base" / "target.json").is_file()
+    assert (shared / "train" / "grpo_s1" / "log_history.json").is_file()
+    from hf_es.reproduce import build_report
+
+    assert build_report(shared).read_text() == report
 
     again = _run("--smoke", "--model", str(model), "--output_dir", str(out), "--no_progress")
     assert again.returncode == 0, again.stderr[-3000:]
