@@ -108,8 +108,8 @@ class ReproductionPlan:
         compositions: Also train and evaluate ES->GRPO and GRPO->ES (each from its same-seed run's half-way
             checkpoint).
         dynamics_eval_steps: Every this many updates (and before the first), training evaluates its current weights
-            (ES: the centre) on the first `dynamics_problems` target problems, greedy, with their token entropy:
-            the training-dynamics figure. `0`: no evaluation during training.
+            (ES: the centre) on `dynamics_problems` problems of the target task's split (drawn with the run's seed),
+            greedy, with their token entropy: the training-dynamics figure. `0`: no evaluation during training.
         dynamics_problems: Target problems of those evaluations.
     """
 

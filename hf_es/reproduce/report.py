@@ -104,8 +104,10 @@ def _dynamics_section(root: Path, plan: ReproductionPlan, figures: Path) -> list
     figure = plot_training_dynamics(dynamics, figures / "training_dynamics.png")
     return [
         f"Every {'' if plan.dynamics_eval_steps == 1 else f'{plan.dynamics_eval_steps} '}update"
-        f"{'' if plan.dynamics_eval_steps == 1 else 's'} (and before the first) each run evaluated its current weights (ES: "
-        f"the centre) greedily on the first {plan.dynamics_problems} rewarded-task evaluation problems. Series: "
+        f"{'' if plan.dynamics_eval_steps == 1 else 's'} (and before the first) each run evaluated its current "
+        f"weights (ES: the centre) greedily on {plan.dynamics_problems} problems of the rewarded task's evaluation split (operand "
+        "pairs training never draws), drawn with the run's seed: the ES and GRPO runs of one seed start from the same "
+        "numbers. Series: "
         + "; ".join(f"`{key}`: {text}" for key, text in DYNAMICS.items())
         + ". ES's members are greedy and GRPO's samples are drawn at its training temperature, so the two coverage "
         "series measure their own populations, not one quantity. Mean [min–max] over the seeds; descriptive, no "
