@@ -5,7 +5,7 @@ magnitude-threshold sweep, and `report.md` with its figures. Every stage is skip
 re-running the same command resumes an interrupted run. The library is `hf_es.reproduce`.
 
 examples:
-  # the CPU scale: bundled SmolLM2-135M-Instruct, about 75 minutes on 2 cores (measured: 73)
+  # the CPU scale: bundled SmolLM2-135M-Instruct, ES and GRPO x 3 seeds, under 3 hours on 2 cores
   OMP_NUM_THREADS=2 python scripts/reproduce_paper.py --scale cpu --output_dir runs/paper_cpu
   # every stage in a few minutes (2 updates, 4 problems, M=4), e.g. with a tiny model folder
   python scripts/reproduce_paper.py --smoke --output_dir /tmp/smoke --model path/to/tiny-model

@@ -262,3 +262,15 @@ def test_training_dynamics_are_read_from_the_runs_logs_and_drawn_per_method(tmp_
     assert "75.0 [75.0–75.0] (update 1) → 75.0 [75.0–75.0] (update 1) |" in section
     assert "no verdict is drawn" in section and (tmp_path / "figures" / "training_dynamics.png").stat().st_size > 0
     assert "| ES→GRPO |" not in text and "are not part of this plan" in text  # no composition rows
+
+
+@pytest.mark.slow
+def test_the_committed_cpu_reproduction_rebuilds_its_report_from_its_raw_results(tmp_path):
+    # docs/reproduce_cpu holds the report and every file it is built from: every number in it can be recomputed.
+    import shutil
+
+    from hf_es.reproduce import build_report
+
+    committed = ROOT / "docs" / "reproduce_cpu"
+    shutil.copytree(committed, tmp_path / "copy", ignore=shutil.ignore_patterns("report.md", "figures"))
+    assert build_report(tmp_path / "copy").read_text() == (committed / "report.md").read_text()
